@@ -1,0 +1,138 @@
+"""Selector state <-> bytes: versioned, self-describing, never pickle.
+
+Layout of an encoded state::
+
+    b"FSST" | u16 format version | u32 header length | header (UTF-8 JSON) | array bytes
+
+The header names the selector and holds its resolved params and every State
+field. Arrays are stored as raw little-endian bytes after the header and
+referenced from the JSON tree as ``{"$a": index}``; tuples are JSON lists
+(decoded back to tuples) and mappings are ``{"$m": {...}}``. Decoding never
+executes anything: it only rebuilds dataclasses registered in the selector
+registry, so stored state can outlive a code version safely.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from featurestream.errors import FeatureStreamError
+
+MAGIC = b"FSST"
+FORMAT_VERSION = 1
+_PREFIX = struct.Struct("<4sHI")
+_DTYPES = {"f8": np.float64, "i8": np.int64, "b1": np.bool_, "f4": np.float32}
+
+
+class CodecError(FeatureStreamError, ValueError):
+    """Bytes that are not a featurestream state of a known format."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Decoded:
+    selector: str
+    params: dict[str, Any]
+    state: Any
+
+
+def encode(selector_name: str, params: Mapping[str, Any], state: Any) -> bytes:
+    """Encode a selector's params and State dataclass."""
+    arrays: list[np.ndarray[Any, Any]] = []
+
+    def enc(value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            arrays.append(value)
+            return {"$a": len(arrays) - 1}
+        if isinstance(value, (tuple, list)):
+            return [enc(v) for v in value]
+        if isinstance(value, Mapping):
+            return {"$m": {str(k): enc(v) for k, v in value.items()}}
+        if isinstance(value, np.generic):
+            return value.item()
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        raise TypeError(f"Cannot encode a {type(value).__name__} in a selector state.")
+
+    fields = {f.name: enc(getattr(state, f.name)) for f in dataclasses.fields(state)}
+    descriptors = []
+    offset = 0
+    chunks: list[bytes] = []
+    for arr in arrays:
+        kind = _dtype_code(arr.dtype)
+        data = np.ascontiguousarray(arr, dtype=np.dtype(_DTYPES[kind]).newbyteorder("<"))
+        raw = data.tobytes()
+        descriptors.append({"dtype": kind, "shape": list(arr.shape), "offset": offset})
+        chunks.append(raw)
+        offset += len(raw)
+    header = json.dumps(
+        {"selector": selector_name, "params": dict(params), "fields": fields, "arrays": descriptors},
+        separators=(",", ":"),
+        allow_nan=True,
+    ).encode()
+    return b"".join([_PREFIX.pack(MAGIC, FORMAT_VERSION, len(header)), header, *chunks])
+
+
+def _dtype_code(dtype: np.dtype[Any]) -> str:
+    if dtype.kind == "f":
+        return "f8"
+    if dtype.kind in "iu":
+        return "i8"
+    if dtype.kind == "b":
+        return "b1"
+    raise TypeError(f"Cannot encode arrays of dtype {dtype}.")
+
+
+def decode_header(blob: bytes) -> tuple[dict[str, Any], int]:
+    if len(blob) < _PREFIX.size:
+        raise CodecError("State bytes are truncated.")
+    magic, version, hlen = _PREFIX.unpack_from(blob)
+    if magic != MAGIC:
+        raise CodecError("Not a featurestream state (bad magic).")
+    if version != FORMAT_VERSION:
+        raise CodecError(f"Unsupported state format version {version}.")
+    start = _PREFIX.size
+    header = json.loads(blob[start : start + hlen])
+    return header, start + hlen
+
+
+def decode(blob: bytes) -> Decoded:
+    """Decode bytes produced by :func:`encode` into params and a State instance."""
+    from featurestream.selectors import REGISTRY
+
+    header, body = decode_header(blob)
+    name = header["selector"]
+    cls = REGISTRY.get(name)
+    if cls is None:
+        raise CodecError(f"Unknown selector {name!r} in stored state.")
+    arrays = []
+    for d in header["arrays"]:
+        dtype = np.dtype(_DTYPES[d["dtype"]]).newbyteorder("<")
+        count = int(np.prod(d["shape"])) if d["shape"] else 1
+        start = body + d["offset"]
+        arr = np.frombuffer(blob, dtype=dtype, count=count, offset=start).reshape(d["shape"])
+        # Own, native-endian, writeable copies: states must not alias the blob.
+        arrays.append(arr.astype(_DTYPES[d["dtype"]], copy=True))
+
+    def dec(value: Any) -> Any:
+        if isinstance(value, list):
+            return tuple(dec(v) for v in value)
+        if isinstance(value, dict):
+            if "$a" in value:
+                return arrays[value["$a"]]
+            if "$m" in value:
+                return {k: dec(v) for k, v in value["$m"].items()}
+            raise CodecError("Malformed state field.")
+        return value
+
+    fields = {k: dec(v) for k, v in header["fields"].items()}
+    state = cls.state_type(**fields)
+    return Decoded(selector=name, params=header["params"], state=state)
+
+
+__all__ = ["FORMAT_VERSION", "CodecError", "Decoded", "decode", "decode_header", "encode"]

@@ -1,0 +1,142 @@
+"""The whole featurestream exception hierarchy.
+
+Every error carries structured fields and subclasses the builtin it refines,
+so ``except ValueError`` keeps working for callers of the core. The HTTP layer
+maps each class to a status and an RFC 9457 problem type (``api/problems.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class FeatureStreamError(Exception):
+    """Base class of every error featurestream raises on purpose."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def fields(self) -> dict[str, Any]:
+        """Structured extension members for a problem document."""
+        return {}
+
+
+class InvalidParameter(FeatureStreamError, ValueError):
+    """A selector parameter is unknown or out of its allowed range."""
+
+    def __init__(self, message: str, *, parameter: str) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+    def fields(self) -> dict[str, Any]:
+        return {"errors": [{"field": f"params.{self.parameter}", "message": self.message}]}
+
+
+class InvalidInput(FeatureStreamError, ValueError):
+    """Input data is malformed: wrong length, NaN/Inf, bad labels, duplicate names..."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+    def fields(self) -> dict[str, Any]:
+        if self.field is None:
+            return {}
+        return {"errors": [{"field": self.field, "message": self.message}]}
+
+
+class WrongStreamKind(FeatureStreamError, TypeError):
+    """The request does not fit the stream's kind (features vs instances)."""
+
+    def __init__(self, message: str, *, stream_id: str, kind: str) -> None:
+        super().__init__(message)
+        self.stream_id = stream_id
+        self.kind = kind
+
+    def fields(self) -> dict[str, Any]:
+        return {"stream_id": self.stream_id, "kind": self.kind}
+
+
+class StreamNotFound(FeatureStreamError, LookupError):
+    """No stream with this id exists."""
+
+    def __init__(self, stream_id: str) -> None:
+        super().__init__(f"Stream {stream_id!r} does not exist.")
+        self.stream_id = stream_id
+
+    def fields(self) -> dict[str, Any]:
+        return {"stream_id": self.stream_id}
+
+
+class StreamExists(FeatureStreamError):
+    """A stream with this id already exists."""
+
+    def __init__(self, stream_id: str) -> None:
+        super().__init__(f"Stream {stream_id!r} already exists.")
+        self.stream_id = stream_id
+
+    def fields(self) -> dict[str, Any]:
+        return {"stream_id": self.stream_id}
+
+
+class SequenceConflict(FeatureStreamError):
+    """A producer's ``seq`` is out of order (a gap, or older than the replay window)."""
+
+    def __init__(self, message: str, *, producer: str, expected_seq: int) -> None:
+        super().__init__(message)
+        self.producer = producer
+        self.expected_seq = expected_seq
+
+    def fields(self) -> dict[str, Any]:
+        return {"producer": self.producer, "expected_seq": self.expected_seq}
+
+
+class ConcurrentUpdate(FeatureStreamError):
+    """Another writer committed first; the operation may be retried."""
+
+    def __init__(self, stream_id: str, expected_version: int) -> None:
+        super().__init__(
+            f"Stream {stream_id!r} changed while this update was applied "
+            f"(expected version {expected_version}); retry the request."
+        )
+        self.stream_id = stream_id
+        self.expected_version = expected_version
+
+    def fields(self) -> dict[str, Any]:
+        return {"stream_id": self.stream_id, "retryable": True}
+
+
+class PayloadTooLarge(FeatureStreamError):
+    """The request body exceeds the configured limit."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"The request body exceeds the limit of {limit} bytes.")
+        self.limit = limit
+
+    def fields(self) -> dict[str, Any]:
+        return {"limit_bytes": self.limit}
+
+
+class StoreUnavailable(FeatureStreamError):
+    """The state store cannot be reached; the operation may be retried later."""
+
+    def __init__(self, message: str = "The state store is unavailable.") -> None:
+        super().__init__(message)
+
+    def fields(self) -> dict[str, Any]:
+        return {"retryable": True}
+
+
+__all__ = [
+    "ConcurrentUpdate",
+    "FeatureStreamError",
+    "InvalidInput",
+    "InvalidParameter",
+    "PayloadTooLarge",
+    "SequenceConflict",
+    "StoreUnavailable",
+    "StreamExists",
+    "StreamNotFound",
+    "WrongStreamKind",
+]

@@ -1,0 +1,37 @@
+"""Online feature selectors: the registry of algorithms by name."""
+
+from __future__ import annotations
+
+from featurestream.selectors.base import (
+    Decision,
+    Eviction,
+    FeatureSelector,
+    InstanceSelector,
+    InstanceUpdate,
+    Params,
+    Reason,
+    SelectedFeature,
+    Selector,
+)
+from featurestream.selectors.saola import SAOLA, SAOLAParams, SAOLAState
+
+REGISTRY: dict[str, type[Selector]] = {  # type: ignore[type-arg]
+    cls.name: cls
+    for cls in (SAOLA,)
+}
+
+__all__ = [
+    "REGISTRY",
+    "SAOLA",
+    "Decision",
+    "Eviction",
+    "FeatureSelector",
+    "InstanceSelector",
+    "InstanceUpdate",
+    "Params",
+    "Reason",
+    "SAOLAParams",
+    "SAOLAState",
+    "SelectedFeature",
+    "Selector",
+]

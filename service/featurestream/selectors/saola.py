@@ -1,0 +1,333 @@
+"""SAOLA: Scalable and Accurate OnLine Approach for feature selection.
+
+ALGORITHMS.md, "SAOLA". Each arriving feature f is first tested for relevance
+to y, then compared with every member g of the selected set S by the pairwise
+dependence t = dep(f, g): f is rejected when some g is at least as relevant
+and explains f better than f explains y; members that f dominates are evicted.
+
+References
+----------
+Kui Yu, Xindong Wu, Wei Ding, Jian Pei. "Scalable and Accurate Online Feature
+Selection for Big Data." ACM Transactions on Knowledge Discovery from Data
+11(2), 2016 (and ICDM 2014).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+import numpy as np
+
+from featurestream.selectors.base import (
+    JSON,
+    Decision,
+    Eviction,
+    FeatureSelector,
+    Interval,
+    Matrix,
+    NoneOr,
+    Params,
+    Reason,
+    SelectedFeature,
+    StrOptions,
+    Vector,
+)
+from featurestream.stats.columns import correlations, cross_dots, row_dots, standardize_rows
+from featurestream.stats.entropy import symmetrical_uncertainty
+from featurestream.stats.fisher_z import fisher_z_independent
+
+
+@dataclass(frozen=True)
+class SAOLAParams(Params):
+    """Parameters of SAOLA (ALGORITHMS.md names)."""
+
+    algorithm: ClassVar[str] = "SAOLA"
+    constraints: ClassVar[dict[str, Any]] = {
+        "test": StrOptions(("fisher_z", "su")),
+        "alpha": Interval(float, 0.0, 1.0, "neither"),
+        "delta": Interval(float, 0.0, 1.0, "left"),
+        "bound": StrOptions(("saola", "max")),
+        "max_features": NoneOr(Interval(int, 1, None, "left")),
+    }
+
+    test: str = "fisher_z"
+    alpha: float = 0.01
+    delta: float = 0.0
+    bound: str = "saola"
+    max_features: int | None = None
+
+
+@dataclass(frozen=True)
+class SAOLAState:
+    """Everything SAOLA knows.
+
+    Attributes
+    ----------
+    y : the target, as given (n,).
+    selected : names of S, in arrival order.
+    dep : relevance to y of each member of S.
+    columns : one row per member of S: the standardised column (fisher_z) or
+        its integer codes (su).
+    features_seen, features_accepted, features_rejected, features_evicted : counters.
+    """
+
+    y: Vector
+    selected: tuple[str, ...] = ()
+    dep: Vector = field(default_factory=lambda: np.zeros(0))
+    columns: Matrix = field(default_factory=lambda: np.zeros((0, 0)))
+    features_seen: int = 0
+    features_accepted: int = 0
+    features_rejected: int = 0
+    features_evicted: int = 0
+
+
+class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
+    """Online feature selection with pairwise redundancy analysis.
+
+    Parameters
+    ----------
+    params : SAOLAParams
+        ``test`` (fisher_z or su), ``alpha`` (fisher_z level), ``delta`` (su
+        relevance threshold), ``bound`` (saola or max), ``max_features``.
+
+    Examples
+    --------
+    Two informative columns, where the second is a noisy copy of the first,
+    and a column that is unrelated to y:
+
+    >>> import numpy as np
+    >>> y = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])
+    >>> sel = SAOLA.start(SAOLAParams(alpha=0.05), y)
+    >>> d = sel.learn_features(
+    ...     ["a", "b", "noise"],
+    ...     [[1, 2, 3, 4, 5, 6, 7, 8],
+    ...      [1, 2, 3, 4, 5, 6, 8, 7],
+    ...      [1, -1, 1, -1, 1, -1, 1, -1]])
+    >>> [(x.feature, x.accepted, x.reason and x.reason.value, x.by) for x in d]
+    [('a', True, None, None), ('b', False, 'redundant', 'a'), ('noise', False, 'irrelevant', None)]
+    >>> sel.selected()
+    ('a',)
+
+    References
+    ----------
+    Yu, Wu, Ding, Pei. Scalable and Accurate Online Feature Selection for Big
+    Data. ACM TKDD 11(2), 2016.
+    """
+
+    name: ClassVar[str] = "saola"
+    params_type: ClassVar[type[Params]] = SAOLAParams
+    state_type: ClassVar[type[Any]] = SAOLAState
+
+    def __init__(self, params: SAOLAParams, state: SAOLAState) -> None:
+        super().__init__(params, state)
+        # A cache rebuilt deterministically from the state (STYLE.md section 3).
+        if params.test == "fisher_z":
+            self._y_ref: Vector = standardize_rows(state.y)[0][0]
+        else:
+            self._y_ref = state.y
+
+    @classmethod
+    def requires_discrete(cls, params: Any) -> bool:
+        return bool(params.test == "su")
+
+    @classmethod
+    def test_params(cls) -> list[dict[str, Any]]:
+        return [
+            {},
+            {"bound": "max", "alpha": 0.05},
+            {"max_features": 2, "alpha": 0.2},
+            {"test": "su"},
+        ]
+
+    @classmethod
+    def initial_state(cls, params: SAOLAParams, y: Vector) -> SAOLAState:
+        n = y.shape[0]
+        return SAOLAState(y=y.copy(), dep=np.zeros(0), columns=np.zeros((0, n)))
+
+    @property
+    def n_instances(self) -> int:
+        return int(self.state.y.shape[0])
+
+    # ------------------------------------------------------------------ queries
+
+    def selected_features(self) -> tuple[SelectedFeature, ...]:
+        return tuple(
+            SelectedFeature(name, float(d))
+            for name, d in zip(self.state.selected, self.state.dep, strict=True)
+        )
+
+    def status(self) -> dict[str, JSON]:
+        s = self.state
+        return {
+            "features_seen": s.features_seen,
+            "features_accepted": s.features_accepted,
+            "features_rejected": s.features_rejected,
+            "features_evicted": s.features_evicted,
+            "selected_count": len(s.selected),
+        }
+
+    # ------------------------------------------------------------------ learning
+
+    def _learn_batch(
+        self, names: list[str], X: Matrix, groups: Sequence[str | None] | None
+    ) -> list[Decision]:
+        p = self.params
+        s = self.state
+        n = self.n_instances
+        su = p.test == "su"
+        constant = X.max(axis=1) == X.min(axis=1)
+
+        # Step 1, vectorised over the batch: relevance of every new column.
+        if su:
+            rows = X
+            dep_new = np.array(
+                [
+                    0.0 if c else symmetrical_uncertainty(x, self._y_ref)
+                    for x, c in zip(X, constant, strict=True)
+                ]
+            )
+            relevant = ~constant & (dep_new > p.delta)
+        else:
+            rows, _ = standardize_rows(X)
+            r = correlations(rows, self._y_ref)
+            dep_new = np.abs(r)
+            relevant = ~constant & ~fisher_z_independent(r, n, 0, p.alpha)
+
+        # Pairwise dependence of relevant new columns with S as it stands now,
+        # one vectorised pass; pairs with batch-mates are computed on demand.
+        cand = np.flatnonzero(relevant)
+        t_old = self._pairwise(rows[cand], s.columns)
+        cand_pos = {int(i): k for k, i in enumerate(cand)}
+
+        # Current S as parallel lists; entries refer to old rows (>= 0) or new rows (< 0: ~i).
+        cur_names = list(s.selected)
+        cur_dep = list(s.dep.tolist())
+        cur_ref = list(range(len(cur_names)))
+        decisions: list[Decision] = []
+        evicted_total = 0
+        accepted_total = 0
+
+        for i, name in enumerate(names):
+            dep_f = float(dep_new[i])
+            if constant[i]:
+                decisions.append(Decision(name, False, Reason.CONSTANT, score=None))
+                continue
+            if not relevant[i]:
+                decisions.append(Decision(name, False, Reason.IRRELEVANT, score=dep_f))
+                continue
+            # t for every g in S, in S's order.
+            t = np.empty(len(cur_ref))
+            old_mask = np.array([ref >= 0 for ref in cur_ref], dtype=bool)
+            if old_mask.any():
+                t[old_mask] = t_old[cand_pos[i], [ref for ref in cur_ref if ref >= 0]]
+            if (~old_mask).any():
+                mates = [~ref for ref in cur_ref if ref < 0]
+                t[~old_mask] = self._pairwise_one(rows[mates], rows[i])
+            dep_g = np.array(cur_dep)
+            first_rejecting, evict = self._compare(dep_f, dep_g, t)
+            by = None if first_rejecting is None else cur_names[first_rejecting]
+            evictions = tuple(
+                Eviction(cur_names[k], Reason.REDUNDANT, by=name) for k in np.flatnonzero(evict)
+            )
+            keep = ~evict
+            cur_names = [x for x, k in zip(cur_names, keep, strict=True) if k]
+            cur_dep = [x for x, k in zip(cur_dep, keep, strict=True) if k]
+            cur_ref = [x for x, k in zip(cur_ref, keep, strict=True) if k]
+            evicted_total += len(evictions)
+            if by is not None:
+                decisions.append(
+                    Decision(name, False, Reason.REDUNDANT, by=by, score=dep_f, evicted=evictions)
+                )
+                continue
+            cur_names.append(name)
+            cur_dep.append(dep_f)
+            cur_ref.append(~i)
+            accepted = True
+            if p.max_features is not None and len(cur_names) > p.max_features:
+                # Keep the k highest dep; ties: earlier arrival (earlier position) wins.
+                order = sorted(range(len(cur_dep)), key=lambda k: (-cur_dep[k], k))
+                drop = sorted(order[p.max_features:])
+                dropped = [cur_names[k] for k in drop]
+                keep_idx = [k for k in range(len(cur_names)) if k not in set(drop)]
+                if name in dropped:
+                    accepted = False
+                    dropped.remove(name)
+                evictions += tuple(Eviction(x, Reason.MAX_FEATURES, by=name) for x in dropped)
+                evicted_total += len(dropped)
+                cur_names = [cur_names[k] for k in keep_idx]
+                cur_dep = [cur_dep[k] for k in keep_idx]
+                cur_ref = [cur_ref[k] for k in keep_idx]
+            if accepted:
+                accepted_total += 1
+                decisions.append(Decision(name, True, None, score=dep_f, evicted=evictions))
+            else:
+                decisions.append(
+                    Decision(name, False, Reason.MAX_FEATURES, score=dep_f, evicted=evictions)
+                )
+
+        old_rows = [ref for ref in cur_ref if ref >= 0]
+        new_rows = [~ref for ref in cur_ref if ref < 0]
+        columns = np.concatenate([s.columns[old_rows], rows[new_rows]], axis=0)
+        b = len(names)
+        self.state = replace(
+            s,
+            selected=tuple(cur_names),
+            dep=np.array(cur_dep, dtype=np.float64),
+            columns=np.ascontiguousarray(columns),
+            features_seen=s.features_seen + b,
+            features_accepted=s.features_accepted + accepted_total,
+            features_rejected=s.features_rejected + b - accepted_total,
+            features_evicted=s.features_evicted + evicted_total,
+        )
+        return decisions
+
+    def _pairwise(self, A: Matrix, B: Matrix) -> Matrix:
+        """t = dep(f, g) for rows of A against rows of B; NaN where g is skipped."""
+        if self.params.test == "su":
+            out = np.empty((A.shape[0], B.shape[0]))
+            for i, a in enumerate(A):
+                out[i] = self._pairwise_one(B, a)
+            return out
+        r = np.clip(cross_dots(A, B), -1.0, 1.0)
+        return self._mask_fisher(r)
+
+    def _pairwise_one(self, B: Matrix, a: Vector) -> Vector:
+        if self.params.test == "su":
+            t = np.array([symmetrical_uncertainty(a, g) for g in B])
+            return np.where(t > self.params.delta, t, np.nan)
+        r = np.clip(row_dots(B, a), -1.0, 1.0)
+        return self._mask_fisher(r)
+
+    def _mask_fisher(self, r: Matrix) -> Matrix:
+        # ALGORITHMS.md step 2: skip g when fisher_z(f, g | {}) is independent or untestable.
+        skip = fisher_z_independent(r, self.n_instances, 0, self.params.alpha)
+        return np.where(skip, np.nan, np.abs(r))
+
+    def _compare(
+        self, dep_f: float, dep_g: Vector, t: Vector
+    ) -> tuple[int | None, np.ndarray[Any, np.dtype[np.bool_]]]:
+        """Step 2 over S in order: the position of the first rejecting g, and the evicted mask.
+
+        Each g's outcome depends only on (dep_f, dep_g, t), so the sequential
+        scan is a pair of masks: evictions happen for every g before the first
+        rejecting one (LOFS removes them as it scans, then stops).
+        """
+        p = self.params
+        testable = ~np.isnan(t)
+        tt = np.where(testable, t, -np.inf)
+        if p.bound == "max":
+            thr_rej = np.maximum(dep_f, dep_g)
+            thr_ev = thr_rej
+        else:
+            thr_rej = np.full(dep_g.shape, dep_f)
+            thr_ev = dep_g
+        stronger = dep_g > dep_f if p.test == "su" else dep_g >= dep_f
+        rej = testable & stronger & (tt > thr_rej)
+        ev = testable & ~rej & (dep_f > dep_g) & (tt > thr_ev)
+        if rej.any():
+            first = int(np.argmax(rej))
+            ev[first:] = False
+            return first, ev
+        return None, ev
