@@ -71,7 +71,12 @@ def encode(selector_name: str, params: Mapping[str, Any], state: Any) -> bytes:
         chunks.append(raw)
         offset += len(raw)
     header = json.dumps(
-        {"selector": selector_name, "params": dict(params), "fields": fields, "arrays": descriptors},
+        {
+            "selector": selector_name,
+            "params": dict(params),
+            "fields": fields,
+            "arrays": descriptors,
+        },
         separators=(",", ":"),
         allow_nan=True,
     ).encode()

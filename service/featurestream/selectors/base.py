@@ -219,8 +219,7 @@ class Params:
         for key in values:
             if key not in names:
                 raise InvalidParameter(
-                    f"{cls.algorithm} has no parameter {key!r}; "
-                    f"expected one of {sorted(names)}.",
+                    f"{cls.algorithm} has no parameter {key!r}; expected one of {sorted(names)}.",
                     parameter=str(key),
                 )
         return cls(**values)
@@ -252,7 +251,7 @@ class Params:
 # --------------------------------------------------------------------------- decisions
 
 
-class Reason(str, enum.Enum):
+class Reason(enum.StrEnum):
     """Why a feature was rejected or evicted; the strings of ALGORITHMS.md."""
 
     CONSTANT = "constant"
@@ -263,9 +262,6 @@ class Reason(str, enum.Enum):
     GRADIENT_BELOW_LAMBDA1 = "gradient below lambda1"
     WEIGHT_SHRUNK_TO_ZERO = "weight shrunk to zero"
     MAX_FEATURES = "max_features"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
@@ -463,8 +459,9 @@ class FeatureSelector(Selector[P, S]):
 
     def learn_feature(self, name: str, column: npt.ArrayLike, group: str | None = None) -> Decision:
         """Apply one arriving column."""
-        return self.learn_features([name], np.asarray(column)[None, :], None if group is None
-                                   else [group])[0]
+        return self.learn_features(
+            [name], np.asarray(column)[None, :], None if group is None else [group]
+        )[0]
 
     def check_groups(self, names: Sequence[str], groups: Sequence[str | None] | None) -> None:
         """Group-aware selectors validate group structure here (raise InvalidInput)."""
@@ -535,10 +532,8 @@ class InstanceSelector(Selector[P, S]):
 
 def check_codes(A: Matrix, *, field: str) -> None:
     """Discrete data must hold non-negative integer codes (ALGORITHMS.md, discrete tests)."""
-    if A.size and (not np.all(A >= 0) or not np.all(A == np.floor(A))):
-        raise InvalidInput(
-            "Discrete tests need non-negative integer codes 0..L-1.", field=field
-        )
+    if A.size and (not np.all(A >= 0) or not np.all(np.floor(A) == A)):
+        raise InvalidInput("Discrete tests need non-negative integer codes 0..L-1.", field=field)
 
 
 def binary_labels(y: npt.ArrayLike, *, field: str = "y") -> Vector:

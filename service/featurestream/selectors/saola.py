@@ -248,7 +248,7 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
             if p.max_features is not None and len(cur_names) > p.max_features:
                 # Keep the k highest dep; ties: earlier arrival (earlier position) wins.
                 order = sorted(range(len(cur_dep)), key=lambda k: (-cur_dep[k], k))
-                drop = sorted(order[p.max_features:])
+                drop = sorted(order[p.max_features :])
                 dropped = [cur_names[k] for k in drop]
                 keep_idx = [k for k in range(len(cur_names)) if k not in set(drop)]
                 if name in dropped:

@@ -1,0 +1,112 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from featurestream import __version__
+from featurestream.api import problems, schemas
+from featurestream.api.metrics import Metrics, MetricsMiddleware
+from featurestream.api.routes import features, instances, ops, selection, streams
+from featurestream.config import Settings
+from featurestream.errors import PayloadTooLarge
+from featurestream.store.base import StateStore, open_store
+from featurestream.streams import StreamEngine
+
+log = logging.getLogger("featurestream")
+
+
+class BodyLimitMiddleware:
+    """413 for bodies over the limit: by Content-Length up front, or while reading."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for key, value in scope.get("headers", ()):
+            if key == b"content-length" and value.isdigit() and int(value) > self.limit:
+                response = problems.problem_for(PayloadTooLarge(self.limit))
+                await response(scope, receive, send)
+                return
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise PayloadTooLarge(self.limit)
+            return message
+
+        await self.app(scope, limited, send)
+
+
+def create_app(settings: Settings | None = None, *, store: StateStore | None = None) -> FastAPI:
+    """Build the app; its lifespan opens and closes the store named by the settings."""
+    settings = settings or Settings()
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        st = store if store is not None else open_store(settings)
+        await st.open()
+        app.state.engine = StreamEngine(st, settings)
+        metrics.engine = app.state.engine
+        log.info("featurestream %s serving on store %s", __version__, settings.store_kind)
+        try:
+            yield
+        finally:
+            await st.close()
+
+    app = FastAPI(
+        title="featurestream",
+        version=__version__,
+        summary="Streaming feature selection: online selectors over feature and instance "
+        "streams, with state in Redis.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.metrics = metrics
+    problems.install(app)
+    for module in (streams, features, instances, selection, ops):
+        app.include_router(module.router)
+    app.add_middleware(BodyLimitMiddleware, limit=settings.max_request_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        spec = get_openapi(
+            title=app.title, version=app.version, summary=app.summary, routes=app.routes
+        )
+        components = spec.setdefault("components", {}).setdefault("schemas", {})
+        for model in (schemas.FeatureBatch, schemas.GroupBatch, schemas.InstanceBatch):
+            defs = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            for name, sub in defs.pop("$defs", {}).items():
+                components.setdefault(name, sub)
+            components[model.__name__] = defs
+        app.openapi_schema = spec
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """Factory for ``uvicorn --factory``: settings from the environment."""
+    return create_app(Settings())
+
+
+__all__ = ["BodyLimitMiddleware", "app_from_env", "create_app"]

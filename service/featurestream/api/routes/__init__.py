@@ -1,0 +1,1 @@
+"""Route modules, included from one place (``api/app.py``)."""

@@ -1,0 +1,37 @@
+"""Operational endpoints: liveness, readiness, metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from featurestream.api.metrics import render
+from featurestream.api.problems import problem
+from featurestream.api.schemas import Health
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz", response_model=Health)
+async def healthz() -> Health:
+    """The process is up."""
+    return Health(status="ok")
+
+
+@router.get("/readyz", response_model=Health, responses={503: {"description": "Store down."}})
+async def readyz(request: Request) -> Response:
+    """The state store answers."""
+    if await request.app.state.engine.store.ping():
+        return Response(Health(status="ready").model_dump_json(), media_type="application/json")
+    return problem(
+        503,
+        "store-unavailable",
+        "State store unavailable",
+        "The state store does not answer.",
+        {"Retry-After": "1"},
+    )
+
+
+@router.get("/metrics", response_class=Response)
+async def metrics(request: Request) -> Response:
+    """Prometheus text exposition."""
+    return Response(render(request.app.state.metrics), media_type="text/plain; version=0.0.4")

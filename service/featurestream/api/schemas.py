@@ -1,0 +1,194 @@
+"""Request and response models (Base/Create/Public naming). Lists become arrays at this edge."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from featurestream.api.deps import STREAM_ID_PATTERN
+
+# Numbers are strict: "1.5" (a string) or true are errors, not coerced.
+Number = Annotated[float, Field(strict=True)]
+Producer = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[^\n]+$")]
+Seq = Annotated[int, Field(ge=1, strict=True)]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StreamCreate(_In):
+    id: Annotated[str, Field(pattern=STREAM_ID_PATTERN)] | None = None
+    algorithm: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    target: list[Number] | None = Field(None, min_length=1)
+    feature_names: list[str] | None = Field(None, min_length=1)
+
+
+class StreamPublic(BaseModel):
+    id: str
+    algorithm: str
+    kind: Literal["features", "instances"]
+    params: dict[str, Any]
+    n_instances: int | None = None
+    n_features: int | None = None
+    version: int
+    created_at: str
+    updated_at: str
+
+
+class StreamsPublic(BaseModel):
+    streams: list[StreamPublic]
+
+
+class AlgorithmPublic(BaseModel):
+    name: str
+    kind: Literal["features", "instances"]
+    title: str
+    summary: str
+    params_schema: dict[str, Any]
+    defaults: dict[str, Any]
+    supports_groups: bool
+
+
+class AlgorithmsPublic(BaseModel):
+    algorithms: list[AlgorithmPublic]
+
+
+class FeatureIn(_In):
+    """A dense column (``values``) or a sparse one (``indices`` + ``data``; other rows are 0)."""
+
+    name: Annotated[str, Field(min_length=1, max_length=1024)]
+    values: list[Number] | None = None
+    indices: list[Annotated[int, Field(strict=True, ge=0)]] | None = None
+    data: list[Number] | None = None
+    group: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
+
+    @model_validator(mode="after")
+    def _dense_or_sparse(self) -> FeatureIn:
+        dense = self.values is not None
+        sparse = self.indices is not None or self.data is not None
+        if dense == sparse:
+            raise ValueError("give either 'values' or both 'indices' and 'data'")
+        if sparse and (self.indices is None or self.data is None):
+            raise ValueError("a sparse column needs both 'indices' and 'data'")
+        if sparse and len(self.indices or ()) != len(self.data or ()):
+            raise ValueError("'indices' and 'data' must have the same length")
+        return self
+
+
+class FeatureBatch(_In):
+    producer: Producer = "default"
+    seq: Seq | None = None
+    features: list[FeatureIn]
+
+
+class GroupIn(_In):
+    name: Annotated[str, Field(min_length=1, max_length=1024)]
+    features: list[FeatureIn] = Field(min_length=1)
+
+
+class GroupBatch(_In):
+    producer: Producer = "default"
+    seq: Seq | None = None
+    groups: list[GroupIn]
+
+
+class InstanceBatch(_In):
+    producer: Producer = "default"
+    seq: Seq | None = None
+    X: list[list[Number]] = Field(min_length=1)
+    y: list[Number] | None = None
+
+
+class DecisionPublic(BaseModel):
+    name: str
+    accepted: bool
+    evicted: list[str]
+    reason: str | None
+    score: float | None
+    by: str | None = None
+    group: str | None = None
+
+
+class FeaturesAppended(BaseModel):
+    version: int
+    seq: int | None
+    producer: str
+    decisions: list[DecisionPublic]
+    selected: list[str]
+
+
+class InstancesAppended(BaseModel):
+    version: int
+    seq: int | None
+    producer: str
+    instances_seen: int
+    selected: list[str]
+
+
+class SelectedFeaturePublic(BaseModel):
+    name: str
+    score: float | None
+    group: str | None = None
+
+
+class SelectionPublic(BaseModel):
+    version: int
+    features: list[SelectedFeaturePublic]
+    updated_at: str
+
+
+class EventPublic(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    version: int
+    seq: int | None
+    producer: str | None
+    type: Literal["accepted", "rejected", "evicted", "batch"]
+    names: list[str] | None = None
+    reason: str | None = None
+
+
+class EventsPublic(BaseModel):
+    events: list[EventPublic]
+    next: str | None
+
+
+class StatusPublic(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    algorithm: str
+    kind: str
+    version: int
+    updated_at: str
+
+
+class Health(BaseModel):
+    status: str
+
+
+__all__ = [
+    "AlgorithmPublic",
+    "AlgorithmsPublic",
+    "DecisionPublic",
+    "EventPublic",
+    "EventsPublic",
+    "FeatureBatch",
+    "FeatureIn",
+    "FeaturesAppended",
+    "GroupBatch",
+    "GroupIn",
+    "Health",
+    "InstanceBatch",
+    "InstancesAppended",
+    "SelectedFeaturePublic",
+    "SelectionPublic",
+    "StatusPublic",
+    "StreamCreate",
+    "StreamPublic",
+    "StreamsPublic",
+]

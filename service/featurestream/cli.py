@@ -1,0 +1,77 @@
+"""The ``featurestream`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from pydantic import ValidationError
+
+from featurestream import __version__
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from featurestream.config import Settings
+
+    overrides = {
+        "host": args.host,
+        "port": args.port,
+        "store_url": args.store,
+        "workers": args.workers,
+        "log_level": args.log_level,
+    }
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        for err in exc.errors():
+            field = ".".join(str(p) for p in err["loc"]) or "settings"
+            print(f"featurestream serve: {field}: {err['msg']}", file=sys.stderr)
+        return 2
+    # Worker processes build their app from the environment: hand the options down.
+    for key, value in overrides.items():
+        os.environ[f"FEATURESTREAM_{key.upper()}"] = str(value)
+    uvicorn.run(
+        "featurestream.api.app:app_from_env",
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        workers=settings.workers,
+        log_level=settings.log_level,
+        timeout_graceful_shutdown=10,
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="featurestream", description="Streaming feature selection service."
+    )
+    parser.add_argument("--version", action="version", version=f"featurestream {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser(
+        "serve",
+        help="Run the HTTP/WebSocket server.",
+        description="Run the server. Every option can also be set in the environment as "
+        "FEATURESTREAM_<OPTION> (e.g. FEATURESTREAM_STORE_URL).",
+    )
+    serve.add_argument("--host", help="Bind address (default 127.0.0.1).")
+    serve.add_argument("--port", type=int, help="Port (default 8000).")
+    serve.add_argument("--store", help="memory:// (default, embedded) or redis://host:port/db.")
+    serve.add_argument("--workers", type=int, help="Worker processes (Redis store only).")
+    serve.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug"])
+    serve.set_defaults(func=_serve)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,70 @@
+"""Service settings, from arguments or the environment (prefix ``FEATURESTREAM_``)."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every option of ``featurestream serve``; each also reads ``FEATURESTREAM_<NAME>``.
+
+    >>> Settings(store_url="memory://").store_kind
+    'memory'
+    """
+
+    model_config = SettingsConfigDict(env_prefix="FEATURESTREAM_", extra="ignore")
+
+    store_url: str = Field(
+        "memory://",
+        description="memory:// (embedded, single process) or redis://host:port/db "
+        "(rediss:// for TLS).",
+    )
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    workers: int = Field(1, ge=1, description="uvicorn worker processes (Redis store only).")
+    key_prefix: str = Field(
+        "fs",
+        min_length=1,
+        max_length=64,
+        description="Prefix of every Redis key.",
+        pattern=r"^[A-Za-z0-9._:-]+$",
+    )
+    max_request_bytes: int = Field(256 * 1024 * 1024, ge=1024, description="413 beyond this.")
+    replay_window: int = Field(
+        1000, ge=1000, description="Stored responses kept per producer for seq replays."
+    )
+    commit_retries: int = Field(
+        50, ge=1, description="Re-applies after a concurrent update before answering 409."
+    )
+    cache_streams: int = Field(
+        256, ge=0, description="Streams whose decoded state a process keeps in memory."
+    )
+    redis_socket_timeout: float = Field(10.0, gt=0)
+    redis_connect_timeout: float = Field(5.0, gt=0)
+    redis_max_connections: int = Field(64, ge=1)
+    log_level: str = "info"
+
+    @property
+    def store_kind(self) -> str:
+        return self.store_url.split("://", 1)[0]
+
+    @field_validator("store_url")
+    @classmethod
+    def _known_store(cls, v: str) -> str:
+        scheme = v.split("://", 1)[0] if "://" in v else ""
+        if scheme not in ("memory", "redis", "rediss", "unix"):
+            raise ValueError("store_url must start with memory://, redis://, rediss:// or unix://")
+        return v
+
+    @model_validator(mode="after")
+    def _memory_is_single_process(self) -> Settings:
+        if self.store_kind == "memory" and self.workers > 1:
+            raise ValueError(
+                "The memory:// store lives inside one process; use a redis:// store "
+                "for workers > 1."
+            )
+        return self
+
+
+__all__ = ["Settings"]

@@ -1,0 +1,121 @@
+"""The embedded store: streams in this process's memory.
+
+For a zero-setup start, notebooks and single-process deployments. It keeps the
+same version and atomicity rules as the Redis store: every method runs without
+awaiting in its critical section, so on one event loop each call is atomic.
+Nothing survives the process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from featurestream.errors import ConcurrentUpdate, StreamExists, StreamNotFound
+from featurestream.store.base import Commit, EventEntry, StreamRecord, StreamSummary
+
+
+@dataclass
+class _Stream:
+    info: dict[str, Any]
+    incarnation: str
+    version: int
+    blob: bytes
+    updated_at: str
+    selection: bytes
+    status: bytes
+    events: list[EventEntry] = field(default_factory=list)
+    producers: dict[str, int] = field(default_factory=dict)
+    responses: dict[tuple[str, int], bytes] = field(default_factory=dict)
+    names: set[str] = field(default_factory=set)
+    last_commit: str = ""
+
+
+class InMemoryStore:
+    """StateStore kept in a dict (see the module docstring)."""
+
+    def __init__(self, *, replay_window: int = 1000) -> None:
+        self._streams: dict[str, _Stream] = {}
+        self._replay_window = replay_window
+
+    async def open(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def ping(self) -> bool:
+        return True
+
+    def _get(self, stream_id: str) -> _Stream:
+        try:
+            return self._streams[stream_id]
+        except KeyError:
+            raise StreamNotFound(stream_id) from None
+
+    async def create(
+        self,
+        stream_id: str,
+        info: dict[str, Any],
+        incarnation: str,
+        blob: bytes,
+        created_at: str,
+        selection: bytes,
+        status: bytes,
+    ) -> None:
+        if stream_id in self._streams:
+            raise StreamExists(stream_id)
+        self._streams[stream_id] = _Stream(
+            dict(info), incarnation, 0, blob, created_at, selection, status
+        )
+
+    async def load(self, stream_id: str) -> StreamRecord:
+        s = self._get(stream_id)
+        return StreamRecord(dict(s.info), s.incarnation, s.version, s.blob, dict(s.producers))
+
+    async def summary(self, stream_id: str) -> StreamSummary:
+        s = self._get(stream_id)
+        return StreamSummary(dict(s.info), s.version, s.updated_at, s.selection, s.status)
+
+    async def commit(self, stream_id: str, commit: Commit) -> int:
+        s = self._get(stream_id)
+        if s.incarnation == commit.incarnation and s.last_commit == commit.commit_id:
+            return s.version
+        if s.incarnation != commit.incarnation or s.version != commit.expected_version:
+            raise ConcurrentUpdate(stream_id, commit.expected_version)
+        s.version += 1
+        s.last_commit = commit.commit_id
+        s.blob = commit.blob
+        s.updated_at = commit.updated_at
+        s.selection = commit.selection
+        s.status = commit.status
+        s.events.append(EventEntry(s.version, commit.events))
+        s.names.update(commit.names)
+        if commit.producer is not None and commit.seq is not None:
+            s.producers[commit.producer] = commit.seq
+            s.responses[(commit.producer, commit.seq)] = commit.response
+            s.responses.pop((commit.producer, commit.seq - self._replay_window), None)
+        return s.version
+
+    async def events(self, stream_id: str, from_version: int, count: int) -> list[EventEntry]:
+        s = self._get(stream_id)
+        # Versions are 1, 2, ... so entry v sits at index v - 1.
+        start = max(0, from_version - 1)
+        return s.events[start : start + count]
+
+    async def stored_response(self, stream_id: str, producer: str, seq: int) -> bytes | None:
+        return self._get(stream_id).responses.get((producer, seq))
+
+    async def known_names(self, stream_id: str, names: Sequence[str]) -> list[str]:
+        seen = self._get(stream_id).names
+        return [n for n in names if n in seen]
+
+    async def list_streams(self) -> list[StreamSummary]:
+        return [await self.summary(k) for k in sorted(self._streams)]
+
+    async def delete(self, stream_id: str) -> bool:
+        return self._streams.pop(stream_id, None) is not None
+
+
+__all__ = ["InMemoryStore"]

@@ -1,0 +1,267 @@
+"""The Redis store: streams in Redis, shared by any number of server processes.
+
+Layout (``store/keys.py``): per stream a meta hash, the state string, an event
+log Stream with one entry per commit (entry id ``<version>-0``), the producers
+hash (last seq), the stored-responses hash and the names set, all under one
+hash tag. Writes are Lua scripts, so each is atomic on the server; the commit
+script is a compare-and-set on (incarnation, version). Redis errors become
+StoreUnavailable here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis import exceptions as rex
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+
+from featurestream.config import Settings
+from featurestream.errors import ConcurrentUpdate, StoreUnavailable, StreamExists, StreamNotFound
+from featurestream.store.base import Commit, EventEntry, StreamRecord, StreamSummary
+from featurestream.store.keys import index_key, response_field, stream_keys
+
+# KEYS[1] meta  KEYS[2] state  KEYS[3] events  KEYS[4] producers  KEYS[5] responses
+# KEYS[6] names
+# ARGV[1] info JSON  ARGV[2] incarnation  ARGV[3] state blob  ARGV[4] created_at
+# ARGV[5] selection JSON  ARGV[6] status JSON
+# Returns 1 when created, 0 when the stream already exists. A retried call that finds
+# its own incarnation returns 1 again.
+CREATE_LUA = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  if redis.call('HGET', KEYS[1], 'incarnation') == ARGV[2] then return 1 end
+  return 0
+end
+redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+redis.call('HSET', KEYS[1], 'info', ARGV[1], 'incarnation', ARGV[2], 'version', 0,
+           'updated_at', ARGV[4], 'selection', ARGV[5], 'status', ARGV[6], 'commit_id', '')
+redis.call('SET', KEYS[2], ARGV[3])
+return 1
+"""
+
+# KEYS[1] meta  KEYS[2] state  KEYS[3] events  KEYS[4] producers  KEYS[5] responses
+# KEYS[6] names
+# ARGV[1] commit id  ARGV[2] incarnation  ARGV[3] expected version  ARGV[4] state blob
+# ARGV[5] updated_at  ARGV[6] selection JSON  ARGV[7] status JSON  ARGV[8] events payload
+# ARGV[9] producer ('' = none)  ARGV[10] seq  ARGV[11] response  ARGV[12] replay window
+# ARGV[13] channel  ARGV[14] notification ('' = none)  ARGV[15..] new feature names
+# Returns the new version; -1 on a version/incarnation mismatch; -2 when the stream is gone.
+# A commit whose id is already recorded returns the current version (a retried call).
+COMMIT_LUA = """
+local meta = redis.call('HMGET', KEYS[1], 'version', 'incarnation', 'commit_id')
+if not meta[1] then return -2 end
+if meta[2] == ARGV[2] and meta[3] == ARGV[1] then return tonumber(meta[1]) end
+if meta[2] ~= ARGV[2] or tonumber(meta[1]) ~= tonumber(ARGV[3]) then return -1 end
+local v = tonumber(meta[1]) + 1
+redis.call('SET', KEYS[2], ARGV[4])
+redis.call('HSET', KEYS[1], 'version', v, 'updated_at', ARGV[5], 'selection', ARGV[6],
+           'status', ARGV[7], 'commit_id', ARGV[1])
+redis.call('XADD', KEYS[3], v .. '-0', 'e', ARGV[8])
+if ARGV[9] ~= '' then
+  redis.call('HSET', KEYS[4], ARGV[9], ARGV[10])
+  redis.call('HSET', KEYS[5], ARGV[9] .. '\\n' .. ARGV[10], ARGV[11])
+  local old = tonumber(ARGV[10]) - tonumber(ARGV[12])
+  if old > 0 then redis.call('HDEL', KEYS[5], ARGV[9] .. '\\n' .. old) end
+end
+local i = 15
+while i <= #ARGV do
+  local j = math.min(i + 999, #ARGV)
+  redis.call('SADD', KEYS[6], unpack(ARGV, i, j))
+  i = j + 1
+end
+if ARGV[14] ~= '' then redis.call('PUBLISH', ARGV[13], ARGV[14]) end
+return v
+"""
+
+_SUMMARY_FIELDS = ("info", "version", "updated_at", "selection", "status")
+_NAMES_CHUNK = 10_000
+
+
+class RedisStore:
+    """StateStore on a Redis server (see the module docstring)."""
+
+    def __init__(self, client: aioredis.Redis, *, prefix: str = "fs", replay_window: int = 1000):
+        self._redis = client
+        self._prefix = prefix
+        self._replay_window = replay_window
+        self._create = client.register_script(CREATE_LUA)
+        self._commit = client.register_script(COMMIT_LUA)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RedisStore:
+        client = aioredis.Redis.from_url(
+            settings.store_url,
+            socket_timeout=settings.redis_socket_timeout,
+            socket_connect_timeout=settings.redis_connect_timeout,
+            max_connections=settings.redis_max_connections,
+            health_check_interval=30,
+            # Every write is idempotent (create by incarnation, commit by commit id), so a
+            # command re-sent after a dropped connection cannot apply twice.
+            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=2),
+            retry_on_error=[rex.ConnectionError, rex.TimeoutError],
+            decode_responses=False,
+        )
+        return cls(client, prefix=settings.key_prefix, replay_window=settings.replay_window)
+
+    @property
+    def client(self) -> aioredis.Redis:
+        return self._redis
+
+    @property
+    def prefix(self) -> str:
+        return self._prefix
+
+    @asynccontextmanager
+    async def _guard(self) -> AsyncIterator[None]:
+        try:
+            yield
+        except (rex.ConnectionError, rex.TimeoutError, rex.BusyLoadingError, OSError) as exc:
+            raise StoreUnavailable(f"Redis is unavailable: {exc}") from exc
+        except rex.ResponseError as exc:
+            if "LOADING" in str(exc) or "READONLY" in str(exc) or "MASTERDOWN" in str(exc):
+                raise StoreUnavailable(f"Redis cannot serve writes: {exc}") from exc
+            raise
+
+    async def open(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        await self._redis.aclose()
+
+    async def ping(self) -> bool:
+        try:
+            return bool(await self._redis.ping())
+        except (rex.RedisError, OSError):
+            return False
+
+    async def create(
+        self,
+        stream_id: str,
+        info: dict[str, Any],
+        incarnation: str,
+        blob: bytes,
+        created_at: str,
+        selection: bytes,
+        status: bytes,
+    ) -> None:
+        k = stream_keys(self._prefix, stream_id)
+        async with self._guard():
+            # Index first: a listing tolerates an id whose stream is missing, never the reverse.
+            await self._redis.sadd(index_key(self._prefix), stream_id)
+            created = await self._create(
+                keys=list(k.all()),
+                args=[json.dumps(info), incarnation, blob, created_at, selection, status],
+            )
+        if not created:
+            raise StreamExists(stream_id)
+
+    async def load(self, stream_id: str) -> StreamRecord:
+        k = stream_keys(self._prefix, stream_id)
+        async with self._guard(), self._redis.pipeline(transaction=True) as pipe:
+            pipe.hmget(k.meta, "info", "incarnation", "version")
+            pipe.get(k.state)
+            pipe.hgetall(k.producers)
+            meta, blob, producers = await pipe.execute()
+        if meta[0] is None or blob is None:
+            raise StreamNotFound(stream_id)
+        return StreamRecord(
+            info=json.loads(meta[0]),
+            incarnation=meta[1].decode(),
+            version=int(meta[2]),
+            blob=bytes(blob),
+            producers={p.decode(): int(s) for p, s in producers.items()},
+        )
+
+    async def summary(self, stream_id: str) -> StreamSummary:
+        k = stream_keys(self._prefix, stream_id)
+        async with self._guard():
+            values = await self._redis.hmget(k.meta, *_SUMMARY_FIELDS)
+        if values[0] is None:
+            raise StreamNotFound(stream_id)
+        return _summary(values)
+
+    async def commit(self, stream_id: str, commit: Commit) -> int:
+        k = stream_keys(self._prefix, stream_id)
+        args: list[Any] = [
+            commit.commit_id,
+            commit.incarnation,
+            commit.expected_version,
+            commit.blob,
+            commit.updated_at,
+            commit.selection,
+            commit.status,
+            commit.events,
+            commit.producer or "",
+            commit.seq if commit.seq is not None else 0,
+            commit.response,
+            self._replay_window,
+            k.channel,
+            commit.notify,
+            *commit.names,
+        ]
+        async with self._guard():
+            result = int(await self._commit(keys=list(k.all()), args=args))
+        if result == -2:
+            raise StreamNotFound(stream_id)
+        if result == -1:
+            raise ConcurrentUpdate(stream_id, commit.expected_version)
+        return result
+
+    async def events(self, stream_id: str, from_version: int, count: int) -> list[EventEntry]:
+        k = stream_keys(self._prefix, stream_id)
+        async with self._guard():
+            rows = await self._redis.xrange(k.events, min=f"{max(from_version, 0)}-0", count=count)
+            if not rows and not await self._redis.exists(k.meta):
+                raise StreamNotFound(stream_id)
+        return [EventEntry(int(eid.split(b"-")[0]), bytes(fields[b"e"])) for eid, fields in rows]
+
+    async def stored_response(self, stream_id: str, producer: str, seq: int) -> bytes | None:
+        k = stream_keys(self._prefix, stream_id)
+        async with self._guard():
+            value = await self._redis.hget(k.responses, response_field(producer, seq))
+        return None if value is None else bytes(value)
+
+    async def known_names(self, stream_id: str, names: Sequence[str]) -> list[str]:
+        k = stream_keys(self._prefix, stream_id)
+        found: list[str] = []
+        async with self._guard():
+            for start in range(0, len(names), _NAMES_CHUNK):
+                chunk = list(names[start : start + _NAMES_CHUNK])
+                flags = await self._redis.smismember(k.names, chunk)
+                found.extend(n for n, f in zip(chunk, flags, strict=True) if f)
+        return found
+
+    async def list_streams(self) -> list[StreamSummary]:
+        async with self._guard():
+            ids = sorted(m.decode() for m in await self._redis.smembers(index_key(self._prefix)))
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for sid in ids:
+                    pipe.hmget(stream_keys(self._prefix, sid).meta, *_SUMMARY_FIELDS)
+                rows = await pipe.execute()
+        return [_summary(values) for values in rows if values[0] is not None]
+
+    async def delete(self, stream_id: str) -> bool:
+        k = stream_keys(self._prefix, stream_id)
+        async with self._guard():
+            existed = await self._redis.exists(k.meta)
+            await self._redis.delete(*k.all())
+            await self._redis.srem(index_key(self._prefix), stream_id)
+        return bool(existed)
+
+
+def _summary(values: Sequence[Any]) -> StreamSummary:
+    info, version, updated_at, selection, status = values
+    return StreamSummary(
+        info=json.loads(info),
+        version=int(version),
+        updated_at=updated_at.decode(),
+        selection=bytes(selection),
+        status=bytes(status),
+    )
+
+
+__all__ = ["COMMIT_LUA", "CREATE_LUA", "RedisStore"]

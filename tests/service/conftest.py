@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from featurestream.api import create_app
+from featurestream.config import Settings
+from tests import support
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def settings(request: pytest.FixtureRequest, key_prefix: str) -> Settings:
+    if request.param == "memory":
+        return Settings(store_url="memory://")
+    return Settings(store_url=request.getfixturevalue("redis_url"), key_prefix=key_prefix)
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def wdbc() -> tuple[np.ndarray, np.ndarray]:
+    """(X feature-major, y)."""
+    return support.wdbc()

@@ -1,0 +1,157 @@
+"""The StateStore contract, against the memory store and a real Redis server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from featurestream.errors import ConcurrentUpdate, StreamExists, StreamNotFound
+from featurestream.store.base import Commit, StateStore
+from featurestream.store.keys import stream_keys
+
+pytestmark = pytest.mark.anyio
+
+
+async def _create(store: StateStore, sid: str = "s1", incarnation: str = "inc-1") -> None:
+    await store.create(
+        sid, {"id": sid, "kind": "features"}, incarnation, b"state-0", "t0", b'{"v":0}', b"{}"
+    )
+
+
+def _commit(version: int, *, cid: str, incarnation: str = "inc-1", **kw: object) -> Commit:
+    fields: dict[str, object] = {
+        "commit_id": cid,
+        "incarnation": incarnation,
+        "expected_version": version,
+        "blob": f"state-{version + 1}".encode(),
+        "updated_at": f"t{version + 1}",
+        "selection": json.dumps({"v": version + 1}).encode(),
+        "status": b"{}",
+        "events": json.dumps({"events": [{"type": "batch", "v": version + 1}]}).encode(),
+    }
+    fields.update(kw)
+    return Commit(**fields)  # type: ignore[arg-type]
+
+
+async def test_create_then_load_returns_version_zero(store: StateStore) -> None:
+    await _create(store)
+    rec = await store.load("s1")
+    assert (rec.version, rec.blob, rec.incarnation, rec.producers) == (0, b"state-0", "inc-1", {})
+    summary = await store.summary("s1")
+    assert summary.info["id"] == "s1" and summary.selection == b'{"v":0}'
+
+
+async def test_create_existing_id_raises(store: StateStore) -> None:
+    await _create(store)
+    with pytest.raises(StreamExists):
+        await _create(store, incarnation="inc-2")
+
+
+async def test_unknown_stream_raises_not_found(store: StateStore) -> None:
+    with pytest.raises(StreamNotFound):
+        await store.load("missing")
+    with pytest.raises(StreamNotFound):
+        await store.summary("missing")
+    with pytest.raises(StreamNotFound):
+        await store.commit("missing", _commit(0, cid="c"))
+    assert await store.delete("missing") is False
+
+
+async def test_commit_bumps_version_and_writes_everything(store: StateStore) -> None:
+    await _create(store)
+    v = await store.commit(
+        "s1", _commit(0, cid="c1", names=["a", "b"], producer="p", seq=1, response=b"r1")
+    )
+    assert v == 1
+    rec = await store.load("s1")
+    assert (rec.version, rec.blob, rec.producers) == (1, b"state-1", {"p": 1})
+    assert await store.stored_response("s1", "p", 1) == b"r1"
+    assert await store.known_names("s1", ["a", "c", "b"]) == ["a", "b"]
+    entries = await store.events("s1", 1, 10)
+    assert [e.version for e in entries] == [1]
+    assert json.loads(entries[0].payload)["events"][0]["v"] == 1
+
+
+async def test_stale_version_is_a_concurrent_update(store: StateStore) -> None:
+    await _create(store)
+    await store.commit("s1", _commit(0, cid="c1"))
+    with pytest.raises(ConcurrentUpdate):
+        await store.commit("s1", _commit(0, cid="c2"))
+    assert (await store.load("s1")).blob == b"state-1"
+
+
+async def test_two_racing_commits_exactly_one_wins(store: StateStore) -> None:
+    await _create(store)
+    results = await asyncio.gather(
+        store.commit("s1", _commit(0, cid="a", blob=b"A")),
+        store.commit("s1", _commit(0, cid="b", blob=b"B")),
+        return_exceptions=True,
+    )
+    wins = [r for r in results if r == 1]
+    losses = [r for r in results if isinstance(r, ConcurrentUpdate)]
+    assert len(wins) == 1 and len(losses) == 1
+    rec = await store.load("s1")
+    assert rec.version == 1 and rec.blob in (b"A", b"B")
+    assert len(await store.events("s1", 0, 10)) == 1
+
+
+async def test_retried_commit_with_same_id_is_not_applied_twice(store: StateStore) -> None:
+    await _create(store)
+    first = await store.commit("s1", _commit(0, cid="same"))
+    again = await store.commit("s1", _commit(0, cid="same"))
+    assert first == again == 1
+    assert len(await store.events("s1", 0, 10)) == 1
+
+
+async def test_other_incarnation_is_a_concurrent_update(store: StateStore) -> None:
+    # Delete and re-create under the same id: a writer holding the old stream must not win.
+    await _create(store)
+    await store.delete("s1")
+    await _create(store, incarnation="inc-2")
+    with pytest.raises(ConcurrentUpdate):
+        await store.commit("s1", _commit(0, cid="c", incarnation="inc-1"))
+
+
+async def test_events_page_by_version(store: StateStore) -> None:
+    await _create(store)
+    for v in range(5):
+        await store.commit("s1", _commit(v, cid=f"c{v}"))
+    assert [e.version for e in await store.events("s1", 2, 2)] == [2, 3]
+    assert [e.version for e in await store.events("s1", 5, 10)] == [5]
+    assert await store.events("s1", 6, 10) == []
+
+
+async def test_replay_window_drops_old_responses(store: StateStore) -> None:
+    await _create(store)
+    window = 1000
+    await store.commit("s1", _commit(0, cid="c0", producer="p", seq=1, response=b"one"))
+    await store.commit("s1", _commit(1, cid="c1", producer="p", seq=1 + window, response=b"later"))
+    assert await store.stored_response("s1", "p", 1) is None
+    assert await store.stored_response("s1", "p", 1 + window) == b"later"
+
+
+async def test_delete_removes_every_key_and_listing(store: StateStore) -> None:
+    await _create(store)
+    await store.commit("s1", _commit(0, cid="c", names=["a"], producer="p", seq=1))
+    await _create(store, "s2", "inc-x")
+    assert [s.info["id"] for s in await store.list_streams()] == ["s1", "s2"]
+    assert await store.delete("s1") is True
+    assert [s.info["id"] for s in await store.list_streams()] == ["s2"]
+    with pytest.raises(StreamNotFound):
+        await store.load("s1")
+    # Re-creating starts from scratch: no names, producers or events survive.
+    await _create(store, "s1", "inc-3")
+    assert await store.known_names("s1", ["a"]) == []
+    assert (await store.load("s1")).producers == {}
+    assert await store.events("s1", 0, 10) == []
+
+
+@pytest.mark.redis
+async def test_redis_keys_of_a_stream_share_one_hash_slot(redis_url: str, key_prefix: str) -> None:
+    from redis.crc import key_slot
+
+    keys = stream_keys(key_prefix, "churn-2026").all()
+    assert len({key_slot(k.encode()) for k in keys}) == 1
+    assert all("{churn-2026}" in k for k in keys)
