@@ -118,6 +118,20 @@ class PayloadTooLarge(FeatureStreamError):
         return {"limit_bytes": self.limit}
 
 
+class UnsupportedMediaType(FeatureStreamError):
+    """The request body's content type is not one the endpoint reads."""
+
+    def __init__(self, media_type: str, supported: tuple[str, ...]) -> None:
+        super().__init__(
+            f"Unsupported content type {media_type!r}; send one of {', '.join(supported)}."
+        )
+        self.media_type = media_type
+        self.supported = supported
+
+    def fields(self) -> dict[str, Any]:
+        return {"supported": list(self.supported)}
+
+
 class StoreUnavailable(FeatureStreamError):
     """The state store cannot be reached; the operation may be retried later."""
 
@@ -138,5 +152,6 @@ __all__ = [
     "StoreUnavailable",
     "StreamExists",
     "StreamNotFound",
+    "UnsupportedMediaType",
     "WrongStreamKind",
 ]

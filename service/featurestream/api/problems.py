@@ -22,6 +22,7 @@ from featurestream.errors import (
     StoreUnavailable,
     StreamExists,
     StreamNotFound,
+    UnsupportedMediaType,
     WrongStreamKind,
 )
 
@@ -40,6 +41,7 @@ PROBLEMS: dict[type[FeatureStreamError], tuple[int, str, str]] = {
     SequenceConflict: (409, "sequence-conflict", "Out-of-order sequence number"),
     ConcurrentUpdate: (409, "concurrent-update", "Concurrent update"),
     PayloadTooLarge: (413, "payload-too-large", "Payload too large"),
+    UnsupportedMediaType: (415, "unsupported-media-type", "Unsupported media type"),
     StoreUnavailable: (503, "store-unavailable", "State store unavailable"),
     CodecError: (500, "corrupt-state", "Stored state cannot be decoded"),
 }

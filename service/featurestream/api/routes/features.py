@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request, Response
 from featurestream.api import bodies
 from featurestream.api.deps import EngineDep, StreamIdPath
 from featurestream.api.schemas import FeatureBatch, FeaturesAppended, GroupBatch
-from featurestream.errors import InvalidInput
+from featurestream.errors import InvalidInput, UnsupportedMediaType
 from featurestream.streams import WriteResult
 
 router = APIRouter(prefix="/v1/streams", tags=["feature streams"])
@@ -74,10 +74,7 @@ async def add_features(stream_id: StreamIdPath, request: Request, engine: Engine
         )
         return written(result)
     if kind != "application/json":
-        raise InvalidInput(
-            f"Unsupported content type {kind!r}; send application/json or {bodies.NPY_MEDIA_TYPE}.",
-            field="content-type",
-        )
+        raise UnsupportedMediaType(kind, ("application/json", bodies.NPY_MEDIA_TYPE))
     batch = FeatureBatch.model_validate_json(body)
     n = await engine.n_instances(stream_id)
     X = bodies.columns_to_matrix(batch.features, n)
@@ -101,7 +98,7 @@ async def add_features(stream_id: StreamIdPath, request: Request, engine: Engine
 async def add_groups(stream_id: StreamIdPath, request: Request, engine: EngineDep) -> Response:
     """Append whole groups of features (group-SAOLA); groups and features keep their order."""
     if bodies.media_type(request) != "application/json":
-        raise InvalidInput("Groups are sent as application/json.", field="content-type")
+        raise UnsupportedMediaType(bodies.media_type(request), ("application/json",))
     batch = GroupBatch.model_validate_json(await request.body())
     features, groups = [], []
     for g in batch.groups:

@@ -9,7 +9,7 @@ from featurestream.api import bodies
 from featurestream.api.deps import EngineDep, StreamIdPath
 from featurestream.api.routes.features import _body_doc, written
 from featurestream.api.schemas import InstanceBatch, InstancesAppended
-from featurestream.errors import InvalidInput
+from featurestream.errors import InvalidInput, UnsupportedMediaType
 
 router = APIRouter(prefix="/v1/streams", tags=["instance streams"])
 
@@ -39,10 +39,7 @@ async def add_instances(stream_id: StreamIdPath, request: Request, engine: Engin
         )
         return written(result)
     if kind != "application/json":
-        raise InvalidInput(
-            f"Unsupported content type {kind!r}; send application/json or {bodies.NPY_MEDIA_TYPE}.",
-            field="content-type",
-        )
+        raise UnsupportedMediaType(kind, ("application/json", bodies.NPY_MEDIA_TYPE))
     batch = InstanceBatch.model_validate_json(body)
     widths = {len(row) for row in batch.X}
     if len(widths) != 1:
