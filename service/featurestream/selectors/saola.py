@@ -94,16 +94,19 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
 
     Examples
     --------
-    Two informative columns, where the second is a noisy copy of the first,
-    and a column that is unrelated to y:
+    With y = 1..8, column a swaps the last two values (r(a, y) = 41/42), b
+    also swaps the first two (r(b, y) = 40/42, r(a, b) = 41/42), and an
+    alternating column has r = -4 / sqrt(42 * 8) = -0.22. At alpha = 0.05 and n = 8 a
+    correlation is significant when |r| >= tanh(1.96 / sqrt(5)) = 0.704.
+    b is redundant: dep_a >= dep_b and t(a, b) = 41/42 > dep_b.
 
     >>> import numpy as np
-    >>> y = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])
+    >>> y = np.arange(1.0, 9.0)
     >>> sel = SAOLA.start(SAOLAParams(alpha=0.05), y)
     >>> d = sel.learn_features(
     ...     ["a", "b", "noise"],
-    ...     [[1, 2, 3, 4, 5, 6, 7, 8],
-    ...      [1, 2, 3, 4, 5, 6, 8, 7],
+    ...     [[1, 2, 3, 4, 5, 6, 8, 7],
+    ...      [2, 1, 3, 4, 5, 6, 8, 7],
     ...      [1, -1, 1, -1, 1, -1, 1, -1]])
     >>> [(x.feature, x.accepted, x.reason and x.reason.value, x.by) for x in d]
     [('a', True, None, None), ('b', False, 'redundant', 'a'), ('noise', False, 'irrelevant', None)]

@@ -66,9 +66,12 @@ def standardize_rows(X: npt.ArrayLike) -> tuple[Matrix, npt.NDArray[np.bool_]]:
         return np.zeros_like(A), constant
     mean = A.sum(axis=1) / n
     C = A - mean[:, None]
+    # Scale by the largest deviation before squaring, so tiny (1e-300) or huge
+    # (1e200) columns neither underflow nor overflow in the norm.
+    peak = np.where(constant, 1.0, np.abs(C).max(axis=1))
+    C = C / peak[:, None]
     norms = np.sqrt((C * C).sum(axis=1))
-    scale = np.where(constant, 1.0, norms)
-    U = C / scale[:, None]
+    U = C / np.where(constant, 1.0, norms)[:, None]
     U[constant] = 0.0
     return np.ascontiguousarray(U), constant
 

@@ -24,6 +24,8 @@ from featurestream.stats.special import normal_quantile
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
+SINGULAR_TOL = 1e-12
+
 
 @dataclass(frozen=True)
 class FisherZResult:
@@ -72,9 +74,10 @@ def partial_correlation(C: FloatArray, i: int, j: int, S: Sequence[int] = ()) ->
     Solves with a Cholesky factor of C[S,S] (never an explicit inverse). A
     singular C[S,S] or a zero residual variance gives NaN ("not testable").
 
+    >>> # R = [[1, .5], [.5, 1]] - [.5, .25]^T [.5, .25] = [[.75, .375], [.375, .9375]]
     >>> C = np.array([[1.0, 0.5, 0.5], [0.5, 1.0, 0.25], [0.5, 0.25, 1.0]])
     >>> round(partial_correlation(C, 0, 1, [2]), 12)
-    0.387298334621
+    0.4472135955
     """
     ab = [i, j]
     R = C[np.ix_(ab, ab)]
@@ -85,6 +88,12 @@ def partial_correlation(C: FloatArray, i: int, j: int, S: Sequence[int] = ()) ->
         try:
             L = np.linalg.cholesky(css)
         except np.linalg.LinAlgError:
+            return float("nan")
+        # A collinear S can still factor with a pivot that is only rounding noise.
+        # L_ii^2 / C_ii is the squared sine of the angle between s_i and the span of
+        # the earlier members; below SINGULAR_TOL C[S,S] counts as singular ("not
+        # testable", ALGORITHMS.md Fisher z edge cases).
+        if not np.all(np.diag(L) ** 2 > SINGULAR_TOL * np.diag(css)):
             return float("nan")
         # R = C[ab,ab] - (L^-1 C[S,ab])^T (L^-1 C[S,ab])
         M = _solve_lower(L, csab)
