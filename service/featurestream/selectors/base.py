@@ -478,6 +478,9 @@ class InstanceSelector(Selector[P, S]):
 
     kind: ClassVar[StreamKind] = "instances"
     supervised: ClassVar[bool] = True
+    # True when one batch of m instances equals m batches of one (OFS); FSDS's
+    # sketch depends on the batch boundaries by definition (ALGORITHMS.md).
+    batch_invariant: ClassVar[bool] = True
 
     @classmethod
     def start(cls, params: P, feature_names: Sequence[str]) -> Self:

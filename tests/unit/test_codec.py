@@ -1,0 +1,63 @@
+"""The state codec: self-describing, versioned, never pickle."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+import pytest
+
+from featurestream import codec
+from featurestream.selectors.saola import SAOLA, SAOLAParams
+
+
+def _saola() -> SAOLA:
+    sel = SAOLA.start(SAOLAParams(alpha=0.05), np.arange(1.0, 9.0))
+    sel.learn_features(["a", "b"], [[1, 2, 3, 4, 5, 6, 8, 7], [8, 1, 2, 7, 3, 6, 4, 5]])
+    return sel
+
+
+def test_roundtrip_restores_arrays_tuples_and_numbers() -> None:
+    sel = _saola()
+    dec = codec.decode(codec.encode("saola", sel.params.to_dict(), sel.snapshot()))
+    assert dec.selector == "saola" and dec.params == sel.params.to_dict()
+    assert dec.state.selected == sel.state.selected and isinstance(dec.state.selected, tuple)
+    assert np.array_equal(dec.state.columns, sel.state.columns)
+    assert dec.state.columns.dtype == np.float64 and dec.state.columns.flags.writeable
+    assert dec.state.features_seen == 2
+
+
+def test_header_is_plain_json_after_a_versioned_prefix() -> None:
+    blob = codec.encode("saola", {}, _saola().snapshot())
+    magic, version, hlen = struct.unpack_from("<4sHI", blob)
+    assert (magic, version) == (b"FSST", codec.FORMAT_VERSION)
+    header = json.loads(blob[10 : 10 + hlen])
+    assert header["selector"] == "saola" and "fields" in header
+
+
+@pytest.mark.parametrize(
+    "blob",
+    [b"", b"XXXX\x01\x00\x00\x00\x00\x00", b"FSST\x63\x00\x02\x00\x00\x00{}"],
+    ids=["empty", "bad-magic", "future-version"],
+)
+def test_foreign_bytes_are_refused(blob: bytes) -> None:
+    with pytest.raises(codec.CodecError):
+        codec.decode(blob)
+
+
+def test_unknown_selector_is_refused() -> None:
+    blob = codec.encode("no-such-selector", {}, _saola().snapshot())
+    with pytest.raises(codec.CodecError, match="no-such-selector"):
+        codec.decode(blob)
+
+
+def test_unencodable_values_are_refused() -> None:
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Bad:
+        x: object
+
+    with pytest.raises(TypeError):
+        codec.encode("saola", {}, Bad(object()))
