@@ -65,10 +65,17 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, help="Worker processes (Redis store only).")
     serve.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug"])
     serve.set_defaults(func=_serve)
+    # Listed for --help; its own parser (featurestream.bench) reads its options.
+    sub.add_parser("bench", help="Benchmark a selector in process and through the service.")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:
+        from featurestream.bench import main as bench_main
+
+        return bench_main(argv[1:])
     args = build_parser().parse_args(argv)
     return int(args.func(args))
 
