@@ -13,11 +13,12 @@ from featurestream.selectors.base import (
     SelectedFeature,
     Selector,
 )
+from featurestream.selectors.group_saola import GroupSAOLA, GroupSAOLAParams
 from featurestream.selectors.saola import SAOLA, SAOLAParams, SAOLAState
 
 REGISTRY: dict[str, type[Selector]] = {  # type: ignore[type-arg]
     cls.name: cls
-    for cls in (SAOLA,)
+    for cls in (SAOLA, GroupSAOLA)
 }
 
 __all__ = [
@@ -26,6 +27,8 @@ __all__ = [
     "Decision",
     "Eviction",
     "FeatureSelector",
+    "GroupSAOLA",
+    "GroupSAOLAParams",
     "InstanceSelector",
     "InstanceUpdate",
     "Params",

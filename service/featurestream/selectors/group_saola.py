@@ -1,0 +1,550 @@
+"""group-SAOLA: online feature selection over a stream of feature groups.
+
+ALGORITHMS.md, "group-SAOLA". Features arrive a whole group at a time. Each
+group is first reduced on its own (intra-group SAOLA with an empty selected set
+and the bound min(dep_f, dep_g)); its survivors G' are then compared with the
+features of every earlier selected group, where a feature of G' is removed
+when a strictly more relevant earlier feature explains it, and an earlier
+feature is removed when a feature of G' is at least as relevant and explains
+it. Groups left empty are rejected (new) or dropped (earlier).
+
+References
+----------
+Kui Yu, Xindong Wu, Wei Ding, Jian Pei. "Scalable and Accurate Online Feature
+Selection for Big Data." ACM Transactions on Knowledge Discovery from Data
+11(2), 2016, section "Online group feature selection" (group-SAOLA).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from featurestream.errors import InvalidInput
+from featurestream.selectors.base import (
+    JSON,
+    Constraint,
+    Decision,
+    Eviction,
+    FeatureSelector,
+    Matrix,
+    Params,
+    Reason,
+    SelectedFeature,
+    Vector,
+)
+from featurestream.selectors.saola import SAOLAParams
+from featurestream.stats.columns import (
+    correlations,
+    cross_dots,
+    is_constant_rows,
+    row_dots,
+    standardize_rows,
+)
+from featurestream.stats.entropy import symmetrical_uncertainty
+from featurestream.stats.fisher_z import fisher_z_independent
+
+BoolVector = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class GroupSAOLAParams(Params):
+    """Parameters of group-SAOLA: SAOLA's ``test``, ``alpha`` and ``delta``."""
+
+    algorithm: ClassVar[str] = "group-SAOLA"
+    constraints: ClassVar[dict[str, Constraint]] = {
+        key: SAOLAParams.constraints[key] for key in ("test", "alpha", "delta")
+    }
+
+    test: str = "fisher_z"
+    alpha: float = 0.01
+    delta: float = 0.0
+
+
+@dataclass(frozen=True)
+class GroupSAOLAState:
+    """Everything group-SAOLA knows.
+
+    Attributes
+    ----------
+    y : the target, as given (n,).
+    selected : names of the selected features, in selection order (the
+        concatenation of the selected groups, each in its own order).
+    groups : the group name of each selected feature (parallel to ``selected``);
+        the selected groups are its runs of equal names.
+    dep : relevance to y of each selected feature.
+    columns : one row per selected feature: the standardised column
+        (fisher_z) or its integer codes (su).
+    seen_groups : names of every group received, in arrival order (a group
+        arrives whole, so a name may not come back).
+    features_seen, features_accepted, features_rejected, features_evicted :
+        feature counters; evictions count earlier groups' features removed.
+    groups_rejected : groups that arrived and were not selected (G' empty).
+    groups_dropped : selected groups later emptied by evictions.
+    """
+
+    y: Vector
+    selected: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    dep: Vector = field(default_factory=lambda: np.zeros(0))
+    columns: Matrix = field(default_factory=lambda: np.zeros((0, 0)))
+    seen_groups: tuple[str, ...] = ()
+    features_seen: int = 0
+    features_accepted: int = 0
+    features_rejected: int = 0
+    features_evicted: int = 0
+    groups_rejected: int = 0
+    groups_dropped: int = 0
+
+
+class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
+    """Online group feature selection with intra- and inter-group redundancy analysis.
+
+    Parameters
+    ----------
+    params : GroupSAOLAParams
+        ``test`` (fisher_z or su), ``alpha`` (fisher_z level), ``delta`` (su
+        relevance threshold).
+
+    Examples
+    --------
+    y = 1..8 and columns that are permutations of it, so each correlation is
+    Spearman's 1 - 6 sum(d^2) / (8 * 63) = 1 - sum(d^2) / 84 (d: differences of
+    ranks). At alpha = 0.05 a pair is dependent when |r| >= 0.704. Group g1:
+    h (first two values swapped, dep 1 - 4/84 = 0.952) and an alternating
+    column (|r| = 4 / sqrt(8 * 42) = 0.218, irrelevant):
+
+    >>> import numpy as np
+    >>> y = np.arange(1.0, 9.0)
+    >>> sel = GroupSAOLA.start(GroupSAOLAParams(alpha=0.05), y)
+    >>> d = sel.learn_features(
+    ...     ["h", "noise"],
+    ...     [[2, 1, 3, 4, 5, 6, 8, 7], [1, -1, 1, -1, 1, -1, 1, -1]],
+    ...     groups=["g1", "g1"])
+    >>> [(x.feature, x.accepted, x.reason and x.reason.value) for x in d]
+    [('h', True, None), ('noise', False, 'irrelevant')]
+
+    Group g2: f (last two swapped, dep 0.976) and f2 (dep 1 - 6/84 = 0.929).
+    Inside g2, t(f2, f) = 0.976 > min(0.929, 0.976) with f at least as
+    relevant, so f2 goes. Then f meets h: dep_f >= dep_h and
+    t(f, h) = 0.976 > min(0.976, 0.952), so h is evicted and g1, now empty,
+    is dropped:
+
+    >>> d = sel.learn_features(
+    ...     ["f", "f2"],
+    ...     [[1, 2, 3, 4, 5, 6, 8, 7], [1, 2, 3, 4, 5, 7, 8, 6]],
+    ...     groups=["g2", "g2"])
+    >>> [(x.feature, x.accepted, x.by, [e.feature for e in x.evicted]) for x in d]
+    [('f', True, None, ['h']), ('f2', False, 'f', [])]
+    >>> sel.selected_groups()
+    (('g2', ('f',)),)
+    >>> sel.status()["groups_dropped"]
+    1
+
+    References
+    ----------
+    Yu, Wu, Ding, Pei. Scalable and Accurate Online Feature Selection for Big
+    Data. ACM TKDD 11(2), 2016 (group-SAOLA).
+    """
+
+    name: ClassVar[str] = "group_saola"
+    params_type: ClassVar[type[Params]] = GroupSAOLAParams
+    state_type: ClassVar[type[Any]] = GroupSAOLAState
+    uses_groups: ClassVar[bool] = True
+
+    def __init__(self, params: GroupSAOLAParams, state: GroupSAOLAState) -> None:
+        super().__init__(params, state)
+        # Caches rebuilt deterministically from the state (STYLE.md section 3).
+        if params.test == "fisher_z":
+            self._y_ref: Vector = standardize_rows(state.y)[0][0]
+        else:
+            self._y_ref = state.y
+        self._seen_for: tuple[str, ...] | None = None
+        self._seen: frozenset[str] = frozenset()
+
+    @classmethod
+    def requires_discrete(cls, params: Any) -> bool:
+        return bool(params.test == "su")
+
+    @classmethod
+    def test_params(cls) -> list[dict[str, Any]]:
+        return [{}, {"alpha": 0.05}, {"test": "su"}]
+
+    @classmethod
+    def initial_state(cls, params: GroupSAOLAParams, y: Vector) -> GroupSAOLAState:
+        n = y.shape[0]
+        return GroupSAOLAState(y=y.copy(), dep=np.zeros(0), columns=np.zeros((0, n)))
+
+    @property
+    def n_instances(self) -> int:
+        return int(self.state.y.shape[0])
+
+    # ------------------------------------------------------------------ queries
+
+    def selected_features(self) -> tuple[SelectedFeature, ...]:
+        s = self.state
+        return tuple(
+            SelectedFeature(name, float(d), group=g)
+            for name, d, g in zip(s.selected, s.dep, s.groups, strict=True)
+        )
+
+    def selected_groups(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """The selected groups in selection order, each with its surviving features."""
+        out: list[tuple[str, list[str]]] = []
+        for name, g in zip(self.state.selected, self.state.groups, strict=True):
+            if not out or out[-1][0] != g:
+                out.append((g, []))
+            out[-1][1].append(name)
+        return tuple((g, tuple(members)) for g, members in out)
+
+    def status(self) -> dict[str, JSON]:
+        s = self.state
+        groups = self.selected_groups()
+        return {
+            "features_seen": s.features_seen,
+            "features_accepted": s.features_accepted,
+            "features_rejected": s.features_rejected,
+            "features_evicted": s.features_evicted,
+            "selected_count": len(s.selected),
+            "groups_seen": len(s.seen_groups),
+            "groups_selected": len(groups),
+            "groups_rejected": s.groups_rejected,
+            "groups_dropped": s.groups_dropped,
+            "selected_groups": [{"name": g, "features": list(f)} for g, f in groups],
+        }
+
+    # ------------------------------------------------------------------ validation
+
+    def _seen_groups(self) -> frozenset[str]:
+        if self._seen_for is not self.state.seen_groups:
+            self._seen = frozenset(self.state.seen_groups)
+            self._seen_for = self.state.seen_groups
+        return self._seen
+
+    def check_groups(self, names: Sequence[str], groups: Sequence[str | None] | None) -> None:
+        """Every feature names its group; groups are contiguous and arrive whole, once."""
+        if not names:
+            return
+        if groups is None:
+            raise InvalidInput("group-SAOLA needs a group name for every feature.", field="groups")
+        seen = self._seen_groups()
+        closed: set[str] = set()
+        prev: str | None = None
+        for name, g in zip(names, groups, strict=True):
+            if not isinstance(g, str):
+                raise InvalidInput(
+                    f"Feature {name!r} has no group; group-SAOLA needs a group name "
+                    "for every feature.",
+                    field="groups",
+                )
+            if g == prev:
+                continue
+            if g in closed:
+                raise InvalidInput(
+                    f"The features of group {g!r} must be contiguous in the request.",
+                    field="groups",
+                )
+            if g in seen:
+                raise InvalidInput(
+                    f"Group {g!r} was already received; a group must arrive whole, in one request.",
+                    field="groups",
+                )
+            if prev is not None:
+                closed.add(prev)
+            prev = g
+
+    # ------------------------------------------------------------------ learning
+
+    def _learn_batch(
+        self, names: list[str], X: Matrix, groups: Sequence[str | None] | None
+    ) -> list[Decision]:
+        assert groups is not None  # check_groups guarantees it
+        group_of = [str(g) for g in groups]
+        p = self.params
+        s = self.state
+        n = self.n_instances
+        constant = is_constant_rows(X)
+
+        # Relevance of every new column, vectorised over the batch (ALGORITHMS.md,
+        # group-SAOLA step 1 = SAOLA step 1). Each value depends only on its own
+        # column, so it is the same however the groups are batched.
+        if p.test == "su":
+            rows = X
+            dep_new = np.array(
+                [
+                    0.0 if c else symmetrical_uncertainty(x, self._y_ref)
+                    for x, c in zip(X, constant, strict=True)
+                ]
+            )
+            relevant = ~constant & (dep_new > p.delta)
+        else:
+            rows, _ = standardize_rows(X)
+            r = correlations(rows, self._y_ref)
+            dep_new = np.abs(r)
+            # A NaN r or n - 3 <= 0 is "not testable", which counts as independent.
+            relevant = ~constant & ~fisher_z_independent(r, n, 0, p.alpha)
+
+        work = _Batch(
+            names=list(s.selected),
+            groups=list(s.groups),
+            dep=list(s.dep.tolist()),
+            ref=list(range(len(s.selected))),
+        )
+        decisions: list[Decision] = []
+        start = 0
+        while start < len(names):
+            # Groups are contiguous (check_groups), so a run of equal names is one group.
+            stop = start + 1
+            while stop < len(names) and group_of[stop] == group_of[start]:
+                stop += 1
+            batch_idx = list(range(start, stop))
+            for i in batch_idx:
+                if constant[i]:
+                    # ALGORITHMS.md, common rule: zero variance is rejected before any test.
+                    work.decided[i] = Decision(names[i], False, Reason.CONSTANT)
+                elif not relevant[i]:
+                    work.decided[i] = Decision(
+                        names[i], False, Reason.IRRELEVANT, score=float(dep_new[i])
+                    )
+            cand = [i for i in batch_idx if relevant[i]]
+            self._learn_group(group_of[start], cand, names, rows, dep_new, work)
+            decisions += [replace(work.decided[i], group=group_of[start]) for i in batch_idx]
+            start = stop
+
+        old_rows = [ref for ref in work.ref if ref >= 0]
+        new_rows = [~ref for ref in work.ref if ref < 0]
+        columns = np.concatenate([s.columns[old_rows], rows[new_rows]], axis=0)
+        b = len(names)
+        self.state = replace(
+            s,
+            selected=tuple(work.names),
+            groups=tuple(work.groups),
+            dep=np.array(work.dep, dtype=np.float64),
+            columns=np.ascontiguousarray(columns),
+            seen_groups=s.seen_groups + tuple(dict.fromkeys(group_of)),
+            features_seen=s.features_seen + b,
+            features_accepted=s.features_accepted + work.accepted,
+            features_rejected=s.features_rejected + b - work.accepted,
+            features_evicted=s.features_evicted + work.evicted,
+            groups_rejected=s.groups_rejected + work.groups_rejected,
+            groups_dropped=s.groups_dropped + work.groups_dropped,
+        )
+        return decisions
+
+    def _learn_group(
+        self,
+        group: str,
+        cand: list[int],
+        names: list[str],
+        rows: Matrix,
+        dep_new: Vector,
+        work: _Batch,
+    ) -> None:
+        """Steps 1-4 for one group, given its relevant features (batch rows, in order)."""
+        # Step 1: intra-group SAOLA, S starting empty.
+        removed_by = self._intra_group(cand, names, rows, dep_new)
+        kept = [i for i in cand if i not in removed_by]
+
+        # Step 3: inter-group, against the features of earlier selected groups.
+        evictions: dict[int, list[Eviction]] = {i: [] for i in kept}
+        if kept and work.ref:
+            alive, inter_removed = self._inter_group(kept, names, rows, dep_new, work, evictions)
+            removed_by.update(inter_removed)
+            work.keep(alive)
+
+        # Steps 2 and 4: an empty G' rejects the group; otherwise it is appended.
+        survivors = [i for i in kept if i not in removed_by]
+        if not survivors:
+            work.groups_rejected += 1
+        for i in survivors:
+            work.names.append(names[i])
+            work.groups.append(group)
+            work.dep.append(float(dep_new[i]))
+            work.ref.append(~i)
+        for i in cand:
+            ev = tuple(evictions.get(i, ()))
+            score = float(dep_new[i])
+            if i in removed_by:
+                work.decided[i] = Decision(
+                    names[i], False, Reason.REDUNDANT, by=removed_by[i], score=score, evicted=ev
+                )
+            else:
+                work.decided[i] = Decision(names[i], True, score=score, evicted=ev)
+        work.accepted += len(survivors)
+
+    def _intra_group(
+        self, cand: list[int], names: list[str], rows: Matrix, dep_new: Vector
+    ) -> dict[int, str]:
+        """Step 1 over the relevant features of one group; returns {removed row: by name}.
+
+        SAOLA steps 1-3 with S starting empty and min(dep_f, dep_g) as the bound of
+        both comparisons (ALGORITHMS.md, group-SAOLA step 1).
+        """
+        removed_by: dict[int, int] = {}
+        if len(cand) < 2:
+            return {}
+        su = self.params.test == "su"
+        # fisher_z: the whole group's pairwise matrix in one pass.
+        T = None if su else self._pairwise(rows[cand], rows[cand])
+        pos = {i: k for k, i in enumerate(cand)}
+        members: list[int] = []
+        for i in cand:
+            if members:
+                if T is None:
+                    t = self._pairwise_one(rows[members], rows[i])
+                else:
+                    t = T[pos[i], [pos[j] for j in members]]
+                dep_f = float(dep_new[i])
+                dep_g = dep_new[members]
+                bound = np.minimum(dep_f, dep_g)
+                rej = _scan(t, (dep_g >= dep_f), bound)
+                ev = _scan(t, (dep_f > dep_g), bound)
+                first = _first(rej, ev)
+                for k in np.flatnonzero(ev):
+                    removed_by[members[k]] = i
+                if first is not None:
+                    removed_by[i] = members[first]
+                members = [m for m, e in zip(members, ev, strict=True) if not e]
+                if first is not None:
+                    continue
+            members.append(i)
+        return {k: names[v] for k, v in removed_by.items()}
+
+    def _inter_group(
+        self,
+        kept: list[int],
+        names: list[str],
+        rows: Matrix,
+        dep_new: Vector,
+        work: _Batch,
+        evictions: dict[int, list[Eviction]],
+    ) -> tuple[BoolVector, dict[int, str]]:
+        """Step 3: G' against the earlier selected groups; returns (alive mask, removed).
+
+        ALGORITHMS.md orders the comparisons group H by group, then f in G', then h
+        in H. The only shared state is "f still in G'" (changed only while f is
+        compared) and "h still in H" (changed only by the features of G', in
+        order), so taking f by f against all earlier features in selection order
+        gives the same outcome: a rejected f stops for every later group anyway.
+        """
+        s = self.state
+        su = self.params.test == "su"
+        old = [ref for ref in work.ref if ref >= 0]
+        new = [~ref for ref in work.ref if ref < 0]
+        old_cols = s.columns if len(old) == s.columns.shape[0] else s.columns[old]
+        S_cols = None
+        T = None
+        if su:
+            S_cols = np.concatenate([old_cols, rows[new]], axis=0)
+        else:
+            # The group's whole pairwise matrix against the selected features, one pass.
+            G_rows = rows[kept]
+            T = np.concatenate(
+                [self._pairwise(G_rows, old_cols), self._pairwise(G_rows, rows[new])], axis=1
+            )
+        dep_S = np.array(work.dep, dtype=np.float64)
+        alive = np.ones(len(work.ref), dtype=bool)
+        removed: dict[int, str] = {}
+        for k, i in enumerate(kept):
+            live = np.flatnonzero(alive)
+            if live.size == 0:
+                break
+            if S_cols is not None:
+                t = self._pairwise_one(S_cols[live], rows[i])
+            else:
+                assert T is not None
+                t = T[k, live]
+            dep_f = float(dep_new[i])
+            dep_h = dep_S[live]
+            bound = np.minimum(dep_f, dep_h)
+            rej = _scan(t, dep_h > dep_f, bound)
+            ev = _scan(t, dep_f >= dep_h, bound)
+            first = _first(rej, ev)
+            for j in live[ev]:
+                evictions[i].append(Eviction(work.names[j], Reason.REDUNDANT, by=names[i]))
+            alive[live[ev]] = False
+            if first is not None:
+                removed[i] = work.names[live[first]]
+        return alive, removed
+
+    # ------------------------------------------------------------------ pairwise dep
+
+    def _pairwise(self, A: Matrix, B: Matrix) -> Matrix:
+        """t = dep(a, b) for rows of A (the arriving side) against rows of B; NaN = skip."""
+        if self.params.test == "su":
+            out = np.empty((A.shape[0], B.shape[0]))
+            for k, a in enumerate(A):
+                out[k] = self._pairwise_one(B, a)
+            return out
+        return self._mask_fisher(np.clip(cross_dots(A, B), -1.0, 1.0))
+
+    def _pairwise_one(self, B: Matrix, a: Vector) -> Vector:
+        if self.params.test == "su":
+            # Always SU(arriving, earlier): the joint counts are laid out by argument
+            # order, so this fixed orientation keeps the value batch-independent.
+            t = np.array([symmetrical_uncertainty(a, g) for g in B], dtype=np.float64)
+            # SAOLA step 2, su: skip g when t <= delta.
+            return np.where(t > self.params.delta, t, np.nan)
+        return self._mask_fisher(np.clip(row_dots(B, a), -1.0, 1.0))
+
+    def _mask_fisher(self, r: Matrix) -> Matrix:
+        # SAOLA step 2 / group-SAOLA step 3: skip pairs that are independent or untestable.
+        skip = fisher_z_independent(r, self.n_instances, 0, self.params.alpha)
+        return np.where(skip, np.nan, np.abs(r))
+
+
+@dataclass
+class _Batch:
+    """Working copy of the selection while one request is applied.
+
+    Parallel lists in selection order; a ``ref`` >= 0 is a row of the state's
+    columns, a ``ref`` < 0 is ~(row of the request). Old refs always precede new
+    ones, since groups are only ever appended.
+    """
+
+    names: list[str]
+    groups: list[str]
+    dep: list[float]
+    ref: list[int]
+    decided: dict[int, Decision] = field(default_factory=dict)
+    accepted: int = 0
+    evicted: int = 0
+    groups_rejected: int = 0
+    groups_dropped: int = 0
+
+    def keep(self, alive: BoolVector) -> None:
+        """Remove the evicted features; a group left empty is dropped (step 3)."""
+        before = set(self.groups)
+        self.names = [x for x, a in zip(self.names, alive, strict=True) if a]
+        self.groups = [x for x, a in zip(self.groups, alive, strict=True) if a]
+        self.dep = [x for x, a in zip(self.dep, alive, strict=True) if a]
+        self.ref = [x for x, a in zip(self.ref, alive, strict=True) if a]
+        self.groups_dropped += len(before - set(self.groups))
+        self.evicted += int((~alive).sum())
+
+
+def _scan(t: Vector, stronger: BoolVector, bound: Vector) -> BoolVector:
+    """Pairs that are testable, on the right side of the dep comparison, and t > bound."""
+    testable = ~np.isnan(t)
+    return np.asarray(testable & stronger & (np.where(testable, t, -np.inf) > bound))
+
+
+def _first(rej: BoolVector, ev: BoolVector) -> int | None:
+    """Position of the first rejecting comparison; evictions after it never happen.
+
+    The scan over S stops at the first g that rejects f (SAOLA step 2); each
+    comparison depends only on (dep_f, dep_g, t), so the scan is a pair of masks.
+    Clears ``ev`` in place from that position on.
+    """
+    if not rej.any():
+        return None
+    first = int(np.argmax(rej))
+    ev[first:] = False
+    return first
+
+
+__all__ = ["GroupSAOLA", "GroupSAOLAParams", "GroupSAOLAState"]
