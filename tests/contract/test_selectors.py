@@ -198,8 +198,14 @@ def test_every_constraint_rejects_a_generated_bad_value(cls: Any) -> None:
     "cls", sorted(REGISTRY.values(), key=lambda c: c.name), ids=lambda c: c.name
 )
 def test_params_schema_lists_every_field_with_its_default(cls: Any) -> None:
-    schema = cls.params_type.json_schema()
-    for f in dataclasses.fields(cls.params_type):
+    ptype = cls.params_type
+    schema = ptype.json_schema()
+    for f in dataclasses.fields(ptype):
         assert f.name in schema["properties"]
-        if f.default is not dataclasses.MISSING:
+        if f.name in ptype.required:
+            assert f.name in schema["required"]
+            with pytest.raises(InvalidParameter) as info:
+                ptype.from_mapping({})
+            assert info.value.parameter in ptype.required
+        else:
             assert schema["properties"][f.name]["default"] == f.default

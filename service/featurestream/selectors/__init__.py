@@ -13,12 +13,13 @@ from featurestream.selectors.base import (
     SelectedFeature,
     Selector,
 )
+from featurestream.selectors.fsds import FSDS, FSDSParams
 from featurestream.selectors.group_saola import GroupSAOLA, GroupSAOLAParams
+from featurestream.selectors.ofs import OFS, OFSParams
 from featurestream.selectors.saola import SAOLA, SAOLAParams, SAOLAState
 
 REGISTRY: dict[str, type[Selector]] = {  # type: ignore[type-arg]
-    cls.name: cls
-    for cls in (SAOLA, GroupSAOLA)
+    cls.name: cls for cls in (SAOLA, GroupSAOLA, OFS, FSDS)
 }
 
 __all__ = [
@@ -26,11 +27,15 @@ __all__ = [
     "SAOLA",
     "Decision",
     "Eviction",
+    "FSDS",
+    "FSDSParams",
     "FeatureSelector",
     "GroupSAOLA",
     "GroupSAOLAParams",
     "InstanceSelector",
     "InstanceUpdate",
+    "OFS",
+    "OFSParams",
     "Params",
     "Reason",
     "SAOLAParams",

@@ -193,6 +193,8 @@ class Params:
 
     constraints: ClassVar[Mapping[str, Constraint]] = {}
     algorithm: ClassVar[str] = "selector"
+    # Fields that must be given although the dataclass needs a default (None).
+    required: ClassVar[frozenset[str]] = frozenset()
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -207,6 +209,14 @@ class Params:
                     parameter=f.name,
                 )
             object.__setattr__(self, f.name, rule.coerce(value))
+        for name in self.required:
+            if getattr(self, name) is None:
+                rule = self.constraints.get(name)
+                expected = rule.inner.describe() if isinstance(rule, NoneOr) else "given"
+                raise InvalidParameter(
+                    f"The {name!r} parameter of {self.algorithm} is required: {expected}.",
+                    parameter=name,
+                )
         self._check()
 
     def _check(self) -> None:
@@ -233,7 +243,11 @@ class Params:
         required: list[str] = []
         for f in dataclasses.fields(cls):
             entry = dict(cls.constraints[f.name].schema()) if f.name in cls.constraints else {}
-            if f.default is not dataclasses.MISSING:
+            if f.name in cls.required:
+                # Required: the schema is the non-null form of its constraint.
+                entry = entry.get("anyOf", [entry])[0]
+                required.append(f.name)
+            elif f.default is not dataclasses.MISSING:
                 entry["default"] = f.default
             else:
                 required.append(f.name)

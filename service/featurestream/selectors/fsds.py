@@ -1,0 +1,262 @@
+"""FSDS: unsupervised Feature Selection on Data Streams with a Frequent Directions sketch.
+
+ALGORITHMS.md, "FSDS". The stream's instances are summarised by a Frequent
+Directions sketch B (d x l, one row per feature) whose B B^T approximates
+X^T X. After each batch the features are scored by their largest (ridge
+regularised) loading on the top k left singular vectors of the sketch, and the
+m highest scores are selected. No labels are needed.
+
+References
+----------
+Hao Huang, Shinjae Yoo, Shiva Prasad Kasiviswanathan. "Unsupervised Feature
+Selection on Data Streams." Proceedings of the 24th ACM International
+Conference on Information and Knowledge Management (CIKM), 2015.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+import numpy as np
+
+from featurestream.selectors.base import (
+    JSON,
+    InstanceSelector,
+    InstanceUpdate,
+    Interval,
+    Matrix,
+    NoneOr,
+    Params,
+    SelectedFeature,
+    Vector,
+)
+
+
+@dataclass(frozen=True)
+class FSDSParams(Params):
+    """Parameters of FSDS (ALGORITHMS.md names).
+
+    ``num_features`` has no default: the dataclass needs one, so it is None
+    here and listed in ``required``, so None is rejected. ``sketch_size`` None means ceil(sqrt(d)),
+    resolved when the stream starts and kept in the State; ``ridge`` None
+    means 8 s'_k (see the class notes).
+    """
+
+    required: ClassVar[frozenset[str]] = frozenset({"num_features"})
+    algorithm: ClassVar[str] = "FSDS"
+    constraints: ClassVar[dict[str, Any]] = {
+        "num_features": NoneOr(Interval(int, 1, None, "left")),
+        "sketch_size": NoneOr(Interval(int, 1, None, "left")),
+        "k": Interval(int, 1, None, "left"),
+        "ridge": NoneOr(Interval(float, 0.0, None, "left")),
+    }
+
+    num_features: int | None = None
+    sketch_size: int | None = None
+    k: int = 2
+    ridge: float | None = None
+
+
+@dataclass(frozen=True)
+class FSDSState:
+    """Everything FSDS knows.
+
+    Attributes
+    ----------
+    feature_names : the d feature names, in column order.
+    sketch_size : l, resolved at start (ceil(sqrt(d)) when the parameter is None).
+    sketch : the Frequent Directions sketch B, (d, c) with c <= l columns
+        (c = 0 before the first batch).
+    scores : the feature scores (d,) computed after the last batch.
+    instances_seen, batches_seen : counters; every learn call is one batch.
+    """
+
+    feature_names: tuple[str, ...]
+    sketch_size: int
+    sketch: Matrix
+    scores: Vector
+    instances_seen: int = 0
+    batches_seen: int = 0
+
+
+def sketch_step(B: Matrix, Xt: Matrix, l: int) -> tuple[Matrix, Vector, Vector]:
+    """One Frequent Directions step on a batch; returns ``(B', U, s')``.
+
+    C = [B, Xt^T], thin SVD C = U diag(s) V^T, keep the first l triplets,
+    shrink by delta = s_l^2 (0 when fewer than l singular values exist) and
+    return B' = U_l diag(s'), U_l and s' = sqrt(max(s^2 - delta, 0)).
+
+    >>> B, U, s = sketch_step(np.zeros((3, 0)), np.array([[3.0, 0, 0], [0, 4.0, 0]]), 3)
+    >>> s  # two singular values < l = 3: no shrink
+    array([4., 3.])
+    """
+    C = np.concatenate([B, Xt.T], axis=1)
+    U, s, _ = np.linalg.svd(C, full_matrices=False)
+    r = s.shape[0]
+    keep = min(l, r)
+    # ALGORITHMS.md, FSDS step 3: delta = s_l^2, or 0 when fewer than l values exist.
+    delta = float(s[l - 1]) ** 2 if r >= l else 0.0
+    U_l = np.ascontiguousarray(U[:, :keep])
+    # max(., 0): the l-th value and any equal to it shrink to exactly zero.
+    s_shr = np.sqrt(np.maximum(s[:keep] ** 2 - delta, 0.0))
+    return U_l * s_shr, U_l, s_shr
+
+
+def fsds_scores(U: Matrix, s: Vector, k: int, ridge: float | None) -> Vector:
+    """score_j = max_i |W[j, i]| with W = U_k diag(s_k / (s_k^2 + a)), a = ridge or 8 s_k.
+
+    With fewer than k singular values, the k available are used and a is 8
+    times the last of them. A ratio 0 / 0 (s_i = 0 and a = 0) counts as 0.
+
+    >>> fsds_scores(np.eye(2), np.array([2.0, 1.0]), 2, 0.0)
+    array([0.5, 1. ])
+    """
+    d = U.shape[0]
+    kk = min(k, s.shape[0])
+    if kk == 0:
+        return np.zeros(d)
+    s_k = s[:kk]
+    a = 8.0 * float(s_k[-1]) if ridge is None else float(ridge)
+    den = s_k * s_k + a
+    # ALGORITHMS.md, FSDS step 4: undefined ratios count as 0.
+    ratio = np.divide(s_k, den, out=np.zeros(kk), where=den > 0.0)
+    W = U[:, :kk] * ratio
+    return np.asarray(np.abs(W).max(axis=1), dtype=np.float64)
+
+
+class FSDS(InstanceSelector[FSDSParams, FSDSState]):
+    """Unsupervised feature selection over an instance stream, by sketching.
+
+    Parameters
+    ----------
+    params : FSDSParams
+        ``num_features`` (m, required), ``sketch_size`` (l, default
+        ceil(sqrt(d))), ``k`` (singular vectors used), ``ridge`` (default
+        8 s'_k).
+
+    Notes
+    -----
+    * Every ``learn_instances`` call is one batch X_t: the batch boundaries
+      are the client's and are part of the result (ALGORITHMS.md, FSDS).
+      Labels, if given, are ignored. An empty frame (0 instances) changes
+      nothing and is not counted as a batch.
+    * Singular vectors are defined up to sign; neither B B^T nor the scores
+      (absolute values) depend on the sign the SVD returns.
+    * When fewer than k singular values exist (fewer than k instances seen,
+      or l < k), the scores use those that exist, and the default ridge is 8
+      times the last of them.
+    * Before the first batch nothing is selected; afterwards the selection is
+      the m highest scores (ties: lower index), zeros included.
+    * ``selection_changed`` is True when the selected tuple after the batch
+      differs from the one before it.
+
+    Examples
+    --------
+    Three features, l = 2 and one batch of three instances with orthogonal
+    columns: C = diag(3, 4, 1) has s = (4, 3, 1); keeping l = 2 and shrinking
+    by delta = 3^2 leaves s' = (sqrt(7), 0), so B B^T = diag(0, 7, 0). With
+    k = 2 and ridge 8 s'_2 = 0, feature b scores sqrt(7) / 7 = 0.378 and the
+    0 / 0 ratio of the second direction counts as 0.
+
+    >>> import numpy as np
+    >>> sel = FSDS.start(FSDSParams(num_features=2, sketch_size=2), ["a", "b", "c"])
+    >>> u = sel.learn_instances(np.diag([3.0, 4.0, 1.0]))
+    >>> B = sel.state.sketch
+    >>> (B @ B.T).round(12) + 0.0
+    array([[0., 0., 0.],
+           [0., 7., 0.],
+           [0., 0., 0.]])
+    >>> [(f.name, round(f.score, 4)) for f in sel.selected_features()]
+    [('b', 0.378), ('a', 0.0)]
+
+    References
+    ----------
+    Huang, Yoo, Kasiviswanathan. Unsupervised Feature Selection on Data
+    Streams. CIKM 2015.
+    """
+
+    name: ClassVar[str] = "fsds"
+    supervised: ClassVar[bool] = False
+    # The sketch depends on the client's batch boundaries (ALGORITHMS.md, FSDS).
+    batch_invariant: ClassVar[bool] = False
+    params_type: ClassVar[type[Params]] = FSDSParams
+    state_type: ClassVar[type[Any]] = FSDSState
+
+    @classmethod
+    def test_params(cls) -> list[dict[str, Any]]:
+        return [
+            {"num_features": 2},
+            {"num_features": 2, "sketch_size": 2, "k": 1},
+            {"num_features": 3, "sketch_size": 3, "k": 3, "ridge": 0.5},
+        ]
+
+    @classmethod
+    def initial_state(cls, params: FSDSParams, feature_names: tuple[str, ...]) -> FSDSState:
+        d = len(feature_names)
+        l = params.sketch_size if params.sketch_size is not None else math.isqrt(d - 1) + 1
+        return FSDSState(
+            feature_names=feature_names,
+            sketch_size=int(l),
+            sketch=np.zeros((d, 0)),
+            scores=np.zeros(d),
+        )
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        return self.state.feature_names
+
+    @property
+    def instances_seen(self) -> int:
+        return self.state.instances_seen
+
+    # ------------------------------------------------------------------ queries
+
+    def selected_features(self) -> tuple[SelectedFeature, ...]:
+        s = self.state
+        return tuple(
+            SelectedFeature(s.feature_names[i], float(s.scores[i])) for i in self._order(s)
+        )
+
+    def _order(self, s: FSDSState) -> np.ndarray[Any, np.dtype[np.intp]]:
+        if s.batches_seen == 0:
+            return np.zeros(0, dtype=np.intp)
+        m = int(self.params.num_features)  # type: ignore[arg-type]
+        # Stable sort of -score: ties keep the lower index first.
+        return np.argsort(-s.scores, kind="stable")[:m]
+
+    def status(self) -> dict[str, JSON]:
+        s = self.state
+        return {
+            "instances_seen": s.instances_seen,
+            "batches_seen": s.batches_seen,
+            "sketch_size": s.sketch_size,
+            "sketch_columns": int(s.sketch.shape[1]),
+        }
+
+    # ------------------------------------------------------------------ learning
+
+    def _learn_batch(self, X: Matrix, y: Vector | None) -> InstanceUpdate:
+        s = self.state
+        n_t = X.shape[0]
+        if n_t == 0:
+            return InstanceUpdate(instances=0, instances_seen=s.instances_seen)
+        before = self._order(s)
+        B, U, s_shr = sketch_step(s.sketch, X, s.sketch_size)
+        scores = fsds_scores(U, s_shr, self.params.k, self.params.ridge)
+        self.state = replace(
+            s,
+            sketch=B,
+            scores=scores,
+            instances_seen=s.instances_seen + n_t,
+            batches_seen=s.batches_seen + 1,
+        )
+        return InstanceUpdate(
+            instances=n_t,
+            instances_seen=self.state.instances_seen,
+            selection_changed=not np.array_equal(before, self._order(self.state)),
+        )
+
+
+__all__ = ["FSDS", "FSDSParams", "FSDSState", "fsds_scores", "sketch_step"]

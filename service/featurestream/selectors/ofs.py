@@ -1,0 +1,302 @@
+"""OFS: Online Feature Selection by a truncated, projected online gradient step.
+
+ALGORITHMS.md, "OFS". A linear classifier w over the d features of an
+instance stream. Each instance (x, y) is predicted with sign(w . x); when the
+margin y (w . x) is at most ``margin``, w takes a gradient step eta y x, is
+projected onto the L2 ball of radius 1 / sqrt(lam), and is truncated to its B
+entries of largest magnitude. The selected features are the non-zero entries
+of w. OFS-P (``mode="partial"``) observes only B features of each instance.
+
+References
+----------
+Jialei Wang, Peilin Zhao, Steven C. H. Hoi, Rong Jin. "Online Feature
+Selection and Its Applications." IEEE Transactions on Knowledge and Data
+Engineering 26(3), 2014.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+import numpy as np
+
+from featurestream.selectors.base import (
+    JSON,
+    InstanceSelector,
+    InstanceUpdate,
+    Interval,
+    Matrix,
+    NoneOr,
+    Params,
+    SelectedFeature,
+    StrOptions,
+    Vector,
+    binary_labels,
+)
+
+
+@dataclass(frozen=True)
+class OFSParams(Params):
+    """Parameters of OFS (ALGORITHMS.md names).
+
+    ``num_features`` has no default: the dataclass needs one, so it is None
+    here and listed in ``required``, so None is rejected.
+    """
+
+    required: ClassVar[frozenset[str]] = frozenset({"num_features"})
+    algorithm: ClassVar[str] = "OFS"
+    constraints: ClassVar[dict[str, Any]] = {
+        "num_features": NoneOr(Interval(int, 1, None, "left")),
+        "eta": Interval(float, 0.0, None, "neither"),
+        "lam": Interval(float, 0.0, None, "neither"),
+        "margin": Interval(float, 0.0, None, "left"),
+        "decay": Interval(float, 0.0, 1.0, "left"),
+        "mode": StrOptions(("full", "partial")),
+        "epsilon": Interval(float, 0.0, 1.0, "right"),
+        "seed": Interval(int, 0, None, "left"),
+    }
+
+    num_features: int | None = None
+    eta: float = 0.2
+    lam: float = 0.01
+    margin: float = 1.0
+    decay: float = 0.0
+    mode: str = "full"
+    epsilon: float = 0.2
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class OFSState:
+    """Everything OFS knows.
+
+    Attributes
+    ----------
+    feature_names : the d feature names, in column order.
+    w : the weight vector (d,), at most ``num_features`` non-zeros.
+    instances_seen : instances learned so far (also the OFS-P draw counter).
+    mistakes : instances whose prediction sign(w . x) disagreed with y.
+    """
+
+    feature_names: tuple[str, ...]
+    w: Vector
+    instances_seen: int = 0
+    mistakes: int = 0
+
+
+def truncate(v: Vector, B: int, work: Vector | None = None) -> None:
+    """Keep the B entries of largest ``|v|`` in place and zero the rest.
+
+    Ties at the boundary are kept by lower index (ALGORITHMS.md, OFS). The B-th
+    largest magnitude comes from a partial selection (``np.partition``, linear
+    time), not a full sort, so this stays cheap for d in the hundreds of
+    thousands. ``work`` is an optional scratch vector of v's length.
+
+    >>> v = np.array([0.5, -1.5, 1.5, 0.0])
+    >>> truncate(v, 1)
+    >>> v
+    array([ 0. , -1.5,  0. ,  0. ])
+    """
+    d = v.shape[0]
+    # Counting a boolean mask is several times faster than counting floats.
+    if np.count_nonzero(v != 0.0) <= B:
+        # Nothing to drop: at most B entries are non-zero already.
+        return
+    a = np.abs(v, out=work) if work is not None else np.abs(v)
+    thr = np.partition(a, d - B)[d - B]  # the B-th largest |v| (> 0 since nnz > B)
+    idx = np.flatnonzero(a >= thr)  # the B largest, plus any further ties at thr
+    if idx.shape[0] > B:
+        # Entries equal to thr fill the places left by lowest index (idx ascends).
+        above = a[idx] > thr
+        tie_rank = np.cumsum(~above)
+        idx = idx[above | (tie_rank <= B - int(np.count_nonzero(above)))]
+    vals = v[idx]
+    v.fill(0.0)
+    v[idx] = vals
+
+
+class OFS(InstanceSelector[OFSParams, OFSState]):
+    """Online feature selection with a budget of B non-zero weights.
+
+    Parameters
+    ----------
+    params : OFSParams
+        ``num_features`` (the budget B, required), ``eta`` (step size),
+        ``lam`` (the weights stay in the ball of radius 1/sqrt(lam)),
+        ``margin``, ``decay``, ``mode`` (full or partial), ``epsilon`` and
+        ``seed`` (partial mode).
+
+    Notes
+    -----
+    * sign(0) is +1: the prediction is +1 when w . x >= 0, and a mistake is
+      counted when it differs from y (so the first instance of a fresh stream,
+      with w = 0, is a mistake exactly when its label is -1).
+    * Every dot product is an elementwise product summed along the contiguous
+      axis, as ``stats.columns.row_dots`` does, and each instance's update uses
+      the previous w, so a frame of m instances gives bit for bit the same w
+      as m frames of one instance.
+    * Partial mode (OFS-P): instance t (counted from 0 over the whole stream)
+      draws from ``numpy.random.default_rng([seed, t])``: first a uniform
+      number u, and when u < epsilon the min(B, d) features to observe, drawn
+      uniformly without replacement; otherwise the features with w_i != 0 are
+      observed. As in the paper, the prediction and the margin test use the
+      observed instance (unobserved entries 0), and the gradient step uses
+      the observed entries divided by (B/d) epsilon + 1[w_i != 0](1 - epsilon),
+      with B capped at d.
+    * ``selection_changed`` is True when the selected tuple (names ordered by
+      |w|) after the batch differs from the one before it.
+
+    Examples
+    --------
+    Three features, budget B = 2, eta = 0.5. First (x, y) = ([1, 0, 2], 1):
+    w = 0 predicts +1 (correct), the margin 0 <= 1 triggers the step
+    w = 0.5 x = [0.5, 0, 1] (norm 1.118 < 1/sqrt(0.01) = 10, no projection).
+    Second ([0, 3, -1], 0 -> -1): w . x = -1 predicts -1 (correct); the margin
+    1 <= 1 triggers w = [0.5, 0, 1] - 0.5 [0, 3, -1] = [0.5, -1.5, 1.5], and the
+    truncation to 2 entries drops 0.5. The tie |-1.5| = |1.5| orders by index.
+
+    >>> import numpy as np
+    >>> sel = OFS.start(OFSParams(num_features=2, eta=0.5), ["a", "b", "c"])
+    >>> u = sel.learn_instances([[1.0, 0.0, 2.0], [0.0, 3.0, -1.0]], [1, 0])
+    >>> u.predictions, u.mistakes
+    ((1, -1), 0)
+    >>> sel.state.w
+    array([ 0. , -1.5,  1.5])
+    >>> [(f.name, f.score) for f in sel.selected_features()]
+    [('b', -1.5), ('c', 1.5)]
+
+    References
+    ----------
+    Wang, Zhao, Hoi, Jin. Online Feature Selection and Its Applications. IEEE
+    TKDE 26(3), 2014.
+    """
+
+    name: ClassVar[str] = "ofs"
+    params_type: ClassVar[type[Params]] = OFSParams
+    state_type: ClassVar[type[Any]] = OFSState
+
+    @classmethod
+    def test_params(cls) -> list[dict[str, Any]]:
+        return [
+            {"num_features": 2},
+            {"num_features": 1, "eta": 0.5, "lam": 1.0},
+            {"num_features": 2, "margin": 0.0, "decay": 0.002},
+            {"num_features": 2, "mode": "partial", "epsilon": 0.5, "seed": 7},
+        ]
+
+    @classmethod
+    def initial_state(cls, params: OFSParams, feature_names: tuple[str, ...]) -> OFSState:
+        return OFSState(feature_names=feature_names, w=np.zeros(len(feature_names)))
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        return self.state.feature_names
+
+    @property
+    def instances_seen(self) -> int:
+        return self.state.instances_seen
+
+    # ------------------------------------------------------------------ queries
+
+    def selected_features(self) -> tuple[SelectedFeature, ...]:
+        w = self.state.w
+        names = self.state.feature_names
+        return tuple(SelectedFeature(names[i], float(w[i])) for i in _selected_order(w))
+
+    def status(self) -> dict[str, JSON]:
+        s = self.state
+        return {
+            "instances_seen": s.instances_seen,
+            "mistakes": s.mistakes,
+            "nonzero_weights": int(np.count_nonzero(s.w)),
+            "mode": self.params.mode,
+        }
+
+    # ------------------------------------------------------------------ learning
+
+    def _learn_batch(self, X: Matrix, y: Vector | None) -> InstanceUpdate:
+        p = self.params
+        s = self.state
+        # ALGORITHMS.md, OFS: labels in {0, 1} or {-1, +1}, 0 means -1; else an error.
+        labels = binary_labels(y if y is not None else np.zeros(0))
+        m, d = X.shape
+        B = int(p.num_features)  # type: ignore[arg-type]
+        before = _selected_order(s.w)
+        w = s.w.copy()  # the private copy this batch works on in place
+        buf = np.empty(d)
+        keep = 1.0 - p.decay
+        radius_inv = math.sqrt(p.lam)
+        partial = p.mode == "partial"
+        preds = np.empty(m, dtype=np.int64)
+        mistakes = 0
+        for i in range(m):
+            yi = float(labels[i])
+            x = X[i]
+            step = x
+            if partial:
+                x, step = self._observe(x, w, s.instances_seen + i)
+            np.multiply(w, x, out=buf)
+            f = float(np.add.reduce(buf))
+            pred = 1 if f >= 0.0 else -1  # sign(0) = +1 (documented in the class)
+            preds[i] = pred
+            mistakes += pred != yi
+            if p.decay:
+                w *= keep
+            if yi * f <= p.margin:
+                np.multiply(step, p.eta * yi, out=buf)
+                w += buf
+                np.multiply(w, w, out=buf)
+                norm = math.sqrt(float(np.add.reduce(buf)))
+                # min(1, 1 / (sqrt(lam) ||w~||)): shrink only when outside the ball
+                # (a zero w~ is inside it; this also avoids dividing by zero).
+                if radius_inv * norm > 1.0:
+                    w *= 1.0 / (radius_inv * norm)
+                truncate(w, B, buf)
+        after = _selected_order(w)
+        self.state = replace(
+            s,
+            w=w,
+            instances_seen=s.instances_seen + m,
+            mistakes=s.mistakes + mistakes,
+        )
+        return InstanceUpdate(
+            instances=m,
+            instances_seen=s.instances_seen + m,
+            predictions=tuple(int(v) for v in preds),
+            mistakes=mistakes,
+            selection_changed=not np.array_equal(before, after),
+        )
+
+    def _observe(self, x: Vector, w: Vector, t: int) -> tuple[Vector, Vector]:
+        """OFS-P: the observed instance and the rescaled one used in the step.
+
+        The generator is seeded by (seed, t), t the stream's instance count
+        before this instance, so replay and any batching draw the same features.
+        """
+        p = self.params
+        d = x.shape[0]
+        B = min(int(p.num_features), d)  # type: ignore[arg-type]
+        eps = p.epsilon
+        rng = np.random.default_rng([p.seed, t])
+        explore = rng.random() < eps
+        # Exploiting observes the features with w_i != 0: at most B (truncation).
+        idx = rng.choice(d, size=B, replace=False) if explore else np.flatnonzero(w)
+        observed = np.zeros(d)
+        observed[idx] = x[idx]
+        # Observation probability of feature i: (B/d) eps + 1[w_i != 0] (1 - eps) > 0
+        # since eps > 0 (ALGORITHMS.md, OFS-P).
+        prob = (B / d) * eps + (w[idx] != 0.0) * (1.0 - eps)
+        step = np.zeros(d)
+        step[idx] = x[idx] / prob
+        return observed, step
+
+
+def _selected_order(w: Vector) -> np.ndarray[Any, np.dtype[np.intp]]:
+    """Indices of the non-zero entries of w by |w| descending, ties by lower index."""
+    nz = np.flatnonzero(w)
+    return nz[np.argsort(-np.abs(w[nz]), kind="stable")]
+
+
+__all__ = ["OFS", "OFSParams", "OFSState", "truncate"]
