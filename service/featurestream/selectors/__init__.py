@@ -16,6 +16,7 @@ from featurestream.selectors.base import (
 from featurestream.selectors.fsds import FSDS, FSDSParams
 from featurestream.selectors.group_saola import GroupSAOLA, GroupSAOLAParams
 from featurestream.selectors.ofs import OFS, OFSParams
+from featurestream.selectors.osfs import OSFS, FastOSFS, OSFSParams
 from featurestream.selectors.saola import SAOLA, SAOLAParams, SAOLAState
 
 REGISTRY: dict[str, type[Selector]] = {  # type: ignore[type-arg]
@@ -23,19 +24,22 @@ REGISTRY: dict[str, type[Selector]] = {  # type: ignore[type-arg]
 }
 
 __all__ = [
+    "FSDS",
+    "OFS",
+    "OSFS",
     "REGISTRY",
     "SAOLA",
     "Decision",
     "Eviction",
-    "FSDS",
     "FSDSParams",
+    "FastOSFS",
     "FeatureSelector",
     "GroupSAOLA",
     "GroupSAOLAParams",
     "InstanceSelector",
     "InstanceUpdate",
-    "OFS",
     "OFSParams",
+    "OSFSParams",
     "Params",
     "Reason",
     "SAOLAParams",

@@ -1,0 +1,519 @@
+"""OSFS and Fast-OSFS: online feature selection with streaming features.
+
+ALGORITHMS.md, "OSFS and Fast-OSFS". Both keep an ordered list BCF (best
+candidate features). An arriving feature f is first tested for relevance,
+test(f, y | {}); a relevant f then takes part in a redundancy analysis with
+``ci_search``, which looks for a conditioning set Z drawn from BCF (sizes 1 to
+``max_k``) that makes a feature independent of y:
+
+* OSFS appends f to BCF and re-examines every member g (f included) given
+  the rest of BCF, evicting each g that some Z makes independent of y;
+* Fast-OSFS first rejects f when some Z from BCF makes it independent of y,
+  and otherwise appends f and re-examines the earlier members only with the
+  conditioning sets that contain f.
+
+The test is Fisher's z (continuous data) or G2 / chi-square (integer codes).
+For Fisher's z the state keeps the Gram matrix of the standardised columns of
+[y, BCF...] (their correlations), so a test given |Z| = 3 is a 3 x 3 Cholesky
+solve, not a pass over the n rows. An arrival costs one ``row_dots`` call to
+extend the matrix. For the discrete tests the state keeps the members' integer
+codes and level counts, and each test is one ``np.bincount``
+(``stats/discrete.py``).
+
+References
+----------
+Xindong Wu, Kui Yu, Wei Ding, Hao Wang, Xingquan Zhu. "Online Feature
+Selection with Streaming Features." IEEE Transactions on Pattern Analysis and
+Machine Intelligence 35(5), 2013 (and Kui Yu et al., LOFS: a library of online
+streaming feature selection, Knowledge-Based Systems 113, 2016).
+"""
+
+from __future__ import annotations
+
+import itertools
+from abc import abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from featurestream.selectors.base import (
+    JSON,
+    Decision,
+    Eviction,
+    FeatureSelector,
+    Interval,
+    Matrix,
+    Params,
+    Reason,
+    SelectedFeature,
+    StrOptions,
+    Vector,
+)
+from featurestream.stats.columns import is_constant_rows, row_dots, standardize_rows
+from featurestream.stats.discrete import Method, ci_test_codes
+from featurestream.stats.fisher_z import fisher_z_from_correlation, fisher_z_independent
+
+IntArray = npt.NDArray[np.int64]
+
+DISCRETE_TESTS = ("g2", "chi2")
+
+
+@dataclass(frozen=True)
+class OSFSParams(Params):
+    """Parameters of OSFS and Fast-OSFS (ALGORITHMS.md names).
+
+    ``max_k`` may be 0: no conditioning set is then ever tried, so no feature
+    is found redundant and the selector keeps every relevant feature (a pure
+    relevance filter). That is the natural end of the range "largest
+    conditioning-set size"; a negative size has no meaning.
+    """
+
+    algorithm: ClassVar[str] = "OSFS"
+    constraints: ClassVar[dict[str, Any]] = {
+        "test": StrOptions(("fisher_z", *DISCRETE_TESTS)),
+        "alpha": Interval(float, 0.0, 1.0, "neither"),
+        "max_k": Interval(int, 0, None, "left"),
+    }
+
+    test: str = "fisher_z"
+    alpha: float = 0.01
+    max_k: int = 3
+
+
+def _empty_codes() -> IntArray:
+    return np.zeros(0, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class OSFSState:
+    """Everything OSFS / Fast-OSFS knows.
+
+    Attributes
+    ----------
+    y : the target, as given (n,).
+    selected : names of BCF, in order.
+    dep : relevance to y of each member of BCF (dep of test(f, y | {})).
+    columns : one row per member of BCF: its standardised column (fisher_z,
+        float64) or its integer codes (g2 / chi2, int64).
+    levels : number of levels of each member's codes (g2 / chi2; empty for fisher_z).
+    corr : fisher_z: the Gram matrix of the standardised [y, BCF...] (index 0
+        is y), i.e. their correlations; ``(0, 0)`` for the discrete tests.
+    features_seen, features_accepted, features_rejected, features_evicted : counters.
+    tests_performed : number of conditional-independence tests run so far: one
+        relevance test per non-constant arrival plus every test ci_search ran
+        (a test that turned out not testable counts too).
+    """
+
+    y: Vector
+    selected: tuple[str, ...] = ()
+    dep: Vector = field(default_factory=lambda: np.zeros(0))
+    columns: npt.NDArray[Any] = field(default_factory=lambda: np.zeros((0, 0)))
+    levels: IntArray = field(default_factory=_empty_codes)
+    corr: Matrix = field(default_factory=lambda: np.zeros((0, 0)))
+    features_seen: int = 0
+    features_accepted: int = 0
+    features_rejected: int = 0
+    features_evicted: int = 0
+    tests_performed: int = 0
+
+
+class _BCF:
+    """BCF while a batch is decided: private working copies, mutated in place.
+
+    Members are addressed by position; ``keys`` gives each member an identity
+    that survives evictions (an old member's row index, or ``~i`` for the i-th
+    column of the batch), since names need not be unique across requests.
+    """
+
+    def __init__(self, sel: _OSFSBase, state: OSFSState) -> None:
+        self.sel = sel
+        self.names: list[str] = list(state.selected)
+        self.dep: list[float] = state.dep.tolist()
+        self.keys: list[int] = list(range(len(self.names)))
+        # Row views of the published state: read, never written.
+        self.rows: list[npt.NDArray[Any]] = list(state.columns)
+        self.levels: list[int] = [int(L) for L in state.levels]
+        self.C: Matrix = state.corr
+        self.tests = 0
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def append(self, key: int, name: str, dep: float, row: npt.NDArray[Any], level: int) -> None:
+        sel = self.sel
+        if sel.discrete:
+            self.levels.append(level)
+        else:
+            # One row_dots call gives the new column's dots with y and with every member;
+            # each entry is a sum along the contiguous axis, whatever the batch shape.
+            m = len(self.names)
+            ref = np.stack([sel._y_ref, *self.rows]) if self.rows else sel._y_ref[None, :]
+            d = row_dots(ref, row)
+            C = np.empty((m + 2, m + 2))
+            C[: m + 1, : m + 1] = self.C
+            C[m + 1, : m + 1] = d
+            C[: m + 1, m + 1] = d
+            C[m + 1, m + 1] = row_dots(row[None, :], row)[0]
+            self.C = C
+        self.names.append(name)
+        self.dep.append(dep)
+        self.keys.append(key)
+        self.rows.append(row)
+
+    def remove(self, pos: int) -> None:
+        del self.names[pos], self.dep[pos], self.keys[pos], self.rows[pos]
+        if self.sel.discrete:
+            del self.levels[pos]
+        else:
+            self.C = np.delete(np.delete(self.C, pos + 1, axis=0), pos + 1, axis=1)
+
+    def independent(self, x: int, Z: Sequence[int]) -> bool:
+        """test(x, y | Z) says independent or is not testable (positions in BCF)."""
+        self.tests += 1
+        sel = self.sel
+        p = sel.params
+        if sel.discrete:
+            method: Method = "g2" if p.test == "g2" else "chi2"
+            levels = [self.levels[x], sel._y_levels, *(self.levels[z] for z in Z)]
+            res = ci_test_codes(
+                self.rows[x],
+                sel._y_ref_codes,
+                [self.rows[z] for z in Z],
+                levels,
+                method=method,
+                alpha=p.alpha,
+            )
+            return res.independent
+        S = [z + 1 for z in Z]
+        return fisher_z_from_correlation(self.C, x + 1, 0, S, sel.n_instances, p.alpha).independent
+
+    def ci_search(self, x: int, B: Sequence[int], must_contain: int | None = None) -> bool:
+        """ALGORITHMS.md ``ci_search``: True ("independent") at the first separating Z.
+
+        Z runs over sizes 1..min(max_k, |B|) and, within a size, over
+        ``itertools.combinations`` of the positions in B; with ``must_contain``
+        only sets holding that element (placed last) are tried.
+        """
+        top = min(self.sel.params.max_k, len(B))
+        if must_contain is None:
+            for k in range(1, top + 1):
+                for Z in itertools.combinations(B, k):
+                    if self.independent(x, Z):
+                        return True
+            return False
+        others = [b for b in B if b != must_contain]
+        for k in range(1, top + 1):
+            for head in itertools.combinations(others, k - 1):
+                if self.independent(x, (*head, must_contain)):
+                    return True
+        return False
+
+
+class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
+    """Machinery shared by OSFS and Fast-OSFS; subclasses define ``_redundancy``."""
+
+    params_type: ClassVar[type[Params]] = OSFSParams
+    state_type: ClassVar[type[Any]] = OSFSState
+
+    def __init__(self, params: OSFSParams, state: OSFSState) -> None:
+        super().__init__(params, state)
+        # Caches rebuilt deterministically from the state (STYLE.md section 3).
+        self.discrete = params.test in DISCRETE_TESTS
+        self._y_ref: Vector = np.zeros(0)
+        self._y_ref_codes: IntArray = _empty_codes()
+        self._y_levels = 1
+        if self.discrete:
+            # ALGORITHMS.md discrete tests: y's levels are its largest code + 1.
+            self._y_ref_codes = state.y.astype(np.int64)
+            self._y_levels = int(self._y_ref_codes.max()) + 1
+        else:
+            self._y_ref = standardize_rows(state.y)[0][0]
+
+    @classmethod
+    def requires_discrete(cls, params: Any) -> bool:
+        return bool(params.test in DISCRETE_TESTS)
+
+    @classmethod
+    def test_params(cls) -> list[dict[str, Any]]:
+        return [
+            {},
+            {"alpha": 0.05, "max_k": 1},
+            {"max_k": 0},
+            {"test": "g2"},
+            {"test": "chi2", "alpha": 0.05, "max_k": 2},
+        ]
+
+    @classmethod
+    def initial_state(cls, params: OSFSParams, y: Vector) -> OSFSState:
+        n = y.shape[0]
+        if params.test in DISCRETE_TESTS:
+            return OSFSState(
+                y=y.copy(),
+                columns=np.zeros((0, n), dtype=np.int64),
+                corr=np.zeros((0, 0)),
+            )
+        y_std = standardize_rows(y)[0]
+        return OSFSState(
+            y=y.copy(),
+            columns=np.zeros((0, n)),
+            corr=np.array([[row_dots(y_std, y_std[0])[0]]]),
+        )
+
+    @property
+    def n_instances(self) -> int:
+        return int(self.state.y.shape[0])
+
+    # ------------------------------------------------------------------ queries
+
+    def selected_features(self) -> tuple[SelectedFeature, ...]:
+        return tuple(
+            SelectedFeature(name, float(d))
+            for name, d in zip(self.state.selected, self.state.dep, strict=True)
+        )
+
+    def status(self) -> dict[str, JSON]:
+        s = self.state
+        return {
+            "features_seen": s.features_seen,
+            "features_accepted": s.features_accepted,
+            "features_rejected": s.features_rejected,
+            "features_evicted": s.features_evicted,
+            "selected_count": len(s.selected),
+            "tests_performed": s.tests_performed,
+        }
+
+    # ------------------------------------------------------------------ learning
+
+    def _relevance(
+        self, X: Matrix, constant: npt.NDArray[np.bool_]
+    ) -> tuple[npt.NDArray[Any], IntArray, Vector, npt.NDArray[np.bool_]]:
+        """Step 1 for the whole batch, constant columns excluded.
+
+        Returns the rows BCF would keep (standardised columns or codes), their
+        levels (discrete tests), dep (NaN where not testable) and the relevant mask.
+        """
+        p = self.params
+        n = self.n_instances
+        if self.discrete:
+            codes = X.astype(np.int64)
+            levels = codes.max(axis=1) + 1
+            dep = np.full(X.shape[0], np.nan)
+            relevant = np.zeros(X.shape[0], dtype=bool)
+            method: Method = "g2" if p.test == "g2" else "chi2"
+            for i in np.flatnonzero(~constant):
+                res = ci_test_codes(
+                    codes[i],
+                    self._y_ref_codes,
+                    (),
+                    [int(levels[i]), self._y_levels],
+                    method=method,
+                    alpha=p.alpha,
+                )
+                dep[i] = res.dep
+                relevant[i] = not res.independent
+            return codes, levels, dep, relevant
+        rows, _ = standardize_rows(X)
+        # r = C[f,y] / sqrt(C[f,f] C[y,y]): the arithmetic of partial_correlation with
+        # S empty, on the same Gram entries the state keeps, vectorised over the batch.
+        fy = row_dots(rows, self._y_ref)
+        ff = (rows * rows).sum(axis=1)
+        denom = ff * self.state.corr[0, 0]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.clip(fy / np.sqrt(denom), -1.0, 1.0)
+        # ALGORITHMS.md Fisher z edge cases: a zero variance (NaN r) or n - 3 <= 0
+        # is "not testable", which counts as independent.
+        testable = (denom > 0.0) & (n - 3 > 0)
+        r = np.where(testable, r, np.nan)
+        relevant = ~constant & ~fisher_z_independent(r, n, 0, p.alpha)
+        return rows, np.zeros(X.shape[0], dtype=np.int64), np.abs(r), relevant
+
+    def _learn_batch(
+        self, names: list[str], X: Matrix, groups: Sequence[str | None] | None
+    ) -> list[Decision]:
+        s = self.state
+        constant = is_constant_rows(X)
+        rows, levels, dep_new, relevant = self._relevance(X, constant)
+        bcf = _BCF(self, s)
+        bcf.tests = int((~constant).sum())
+        decisions: list[Decision] = []
+        accepted_total = 0
+        evicted_total = 0
+        for i, name in enumerate(names):
+            dep_f = float(dep_new[i])
+            score = dep_f if np.isfinite(dep_f) else None
+            if constant[i]:
+                # ALGORITHMS.md common rule: zero variance is rejected before any test.
+                decisions.append(Decision(name, False, Reason.CONSTANT))
+                continue
+            if not relevant[i]:
+                decisions.append(Decision(name, False, Reason.IRRELEVANT, score=score))
+                continue
+            kept, evicted = self._redundancy(bcf, ~i, name, dep_f, rows[i], int(levels[i]))
+            evictions = tuple(Eviction(g, Reason.REDUNDANT, by=name) for g in evicted)
+            evicted_total += len(evictions)
+            if kept:
+                accepted_total += 1
+                decisions.append(Decision(name, True, None, score=score, evicted=evictions))
+            else:
+                decisions.append(
+                    Decision(name, False, Reason.REDUNDANT, score=score, evicted=evictions)
+                )
+
+        n = self.n_instances
+        dtype = np.int64 if self.discrete else np.float64
+        columns = np.stack(bcf.rows) if bcf.rows else np.zeros((0, n), dtype=dtype)
+        b = len(names)
+        self.state = replace(
+            s,
+            selected=tuple(bcf.names),
+            dep=np.array(bcf.dep, dtype=np.float64),
+            columns=np.ascontiguousarray(columns, dtype=dtype),
+            levels=np.array(bcf.levels, dtype=np.int64),
+            corr=np.ascontiguousarray(bcf.C) if not self.discrete else s.corr,
+            features_seen=s.features_seen + b,
+            features_accepted=s.features_accepted + accepted_total,
+            features_rejected=s.features_rejected + b - accepted_total,
+            features_evicted=s.features_evicted + evicted_total,
+            tests_performed=s.tests_performed + bcf.tests,
+        )
+        return decisions
+
+    @abstractmethod
+    def _redundancy(
+        self, bcf: _BCF, key: int, name: str, dep: float, row: npt.NDArray[Any], level: int
+    ) -> tuple[bool, list[str]]:
+        """Steps 2-3 for a relevant f: (f kept in BCF, names of evicted members).
+
+        A rejected f gets no ``by``: what made it redundant is a conditioning
+        set, not one feature. Members evicted meanwhile name f as ``by``.
+        """
+
+
+class OSFS(_OSFSBase):
+    """Online Streaming Feature Selection (OSFS).
+
+    Parameters
+    ----------
+    params : OSFSParams
+        ``test`` (fisher_z, g2 or chi2), ``alpha`` (significance level),
+        ``max_k`` (largest conditioning-set size).
+
+    Examples
+    --------
+    With the orthogonal +-1 patterns h1 = [1,-1,1,-1,1,-1,1,-1],
+    h2 = [1,1,-1,-1,1,1,-1,-1], h3 = [1,-1,-1,1,1,-1,-1,1] and
+    h4 = [1,1,1,1,-1,-1,-1,-1], take y = 2 h1, f = y + h2, g = f + h3 and
+    noise = h4. Then corr(g, y) = 2/sqrt(6) = 0.82 and corr(f, y) = 2/sqrt(5)
+    = 0.89 (both relevant at alpha = 0.05 with n = 8), corr(noise, y) = 0.
+    Given f, what g adds (h3) is orthogonal to y: g is independent of y given
+    f, and OSFS evicts g when f arrives.
+
+    >>> import numpy as np
+    >>> y = [2, -2, 2, -2, 2, -2, 2, -2]
+    >>> sel = OSFS.start(OSFSParams(alpha=0.05), y)
+    >>> d = sel.learn_features(
+    ...     ["g", "f", "noise"],
+    ...     [[4, -2, 0, -2, 4, -2, 0, -2],
+    ...      [3, -1, 1, -3, 3, -1, 1, -3],
+    ...      [1, 1, 1, 1, -1, -1, -1, -1]])
+    >>> [(x.feature, x.accepted, x.reason and x.reason.value) for x in d]
+    [('g', True, None), ('f', True, None), ('noise', False, 'irrelevant')]
+    >>> [(e.feature, e.by) for e in d[1].evicted]
+    [('g', 'f')]
+    >>> sel.selected()
+    ('f',)
+
+    References
+    ----------
+    Wu, Yu, Ding, Wang, Zhu. Online Feature Selection with Streaming Features.
+    IEEE TPAMI 35(5), 2013.
+    """
+
+    name: ClassVar[str] = "osfs"
+
+    def _redundancy(
+        self, bcf: _BCF, key: int, name: str, dep: float, row: npt.NDArray[Any], level: int
+    ) -> tuple[bool, list[str]]:
+        # Step 2: append f. Step 3: every member of a snapshot of BCF, f included.
+        bcf.append(key, name, dep, row, level)
+        evicted: list[str] = []
+        kept = True
+        for g in list(bcf.keys):
+            pos = bcf.keys.index(g)
+            B = [q for q in range(len(bcf)) if q != pos]
+            # Step 3: g is examined only when BCF without g is not empty.
+            if not B:
+                continue
+            if bcf.ci_search(pos, B):
+                if g == key:
+                    kept = False
+                else:
+                    evicted.append(bcf.names[pos])
+                bcf.remove(pos)
+        return kept, evicted
+
+
+class FastOSFS(_OSFSBase):
+    """Fast-OSFS: OSFS with an inner test of the arrival and a restricted outer test.
+
+    Parameters
+    ----------
+    params : OSFSParams
+        ``test`` (fisher_z, g2 or chi2), ``alpha`` (significance level),
+        ``max_k`` (largest conditioning-set size).
+
+    Examples
+    --------
+    The stream of the OSFS example in the other order: f first, then g. Given
+    f, g is independent of y (its extra part h3 is orthogonal to y), so
+    Fast-OSFS rejects g on arrival without touching BCF.
+
+    >>> import numpy as np
+    >>> y = [2, -2, 2, -2, 2, -2, 2, -2]
+    >>> sel = FastOSFS.start(OSFSParams(alpha=0.05), y)
+    >>> d = sel.learn_features(
+    ...     ["f", "g", "noise"],
+    ...     [[3, -1, 1, -3, 3, -1, 1, -3],
+    ...      [4, -2, 0, -2, 4, -2, 0, -2],
+    ...      [1, 1, 1, 1, -1, -1, -1, -1]])
+    >>> [(x.feature, x.accepted, x.reason and x.reason.value) for x in d]
+    [('f', True, None), ('g', False, 'redundant'), ('noise', False, 'irrelevant')]
+    >>> sel.selected()
+    ('f',)
+
+    References
+    ----------
+    Wu, Yu, Ding, Wang, Zhu. Online Feature Selection with Streaming Features.
+    IEEE TPAMI 35(5), 2013.
+    """
+
+    name: ClassVar[str] = "fast_osfs"
+
+    def _redundancy(
+        self, bcf: _BCF, key: int, name: str, dep: float, row: npt.NDArray[Any], level: int
+    ) -> tuple[bool, list[str]]:
+        # The inner test needs f's correlations with BCF, so f joins tentatively;
+        # removing it again restores exactly the previous matrix.
+        had_members = len(bcf) > 0
+        bcf.append(key, name, dep, row, level)
+        f_pos = len(bcf) - 1
+        # Step 2, inner redundancy: ci_search(f, BCF) over the members before f.
+        if had_members and bcf.ci_search(f_pos, list(range(f_pos))):
+            bcf.remove(f_pos)
+            return False, []
+        # Step 3, outer redundancy: only conditioning sets that contain f.
+        evicted: list[str] = []
+        for g in [k for k in bcf.keys if k != key]:
+            pos = bcf.keys.index(g)
+            f_pos = bcf.keys.index(key)
+            B = [q for q in range(len(bcf)) if q != pos]
+            if bcf.ci_search(pos, B, must_contain=f_pos):
+                evicted.append(bcf.names[pos])
+                bcf.remove(pos)
+        return True, evicted
+
+
+__all__ = ["DISCRETE_TESTS", "OSFS", "FastOSFS", "OSFSParams", "OSFSState"]
