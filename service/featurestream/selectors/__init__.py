@@ -20,7 +20,7 @@ from featurestream.selectors.osfs import OSFS, FastOSFS, OSFSParams
 from featurestream.selectors.saola import SAOLA, SAOLAParams, SAOLAState
 
 REGISTRY: dict[str, type[Selector]] = {  # type: ignore[type-arg]
-    cls.name: cls for cls in (SAOLA, GroupSAOLA, OFS, FSDS)
+    cls.name: cls for cls in (SAOLA, GroupSAOLA, OSFS, FastOSFS, OFS, FSDS)
 }
 
 __all__ = [

@@ -547,10 +547,24 @@ class InstanceSelector(Selector[P, S]):
     def _learn_batch(self, X: Matrix, y: Vector | None) -> InstanceUpdate: ...
 
 
+MAX_LEVELS = 1024
+
+
 def check_codes(A: Matrix, *, field: str) -> None:
-    """Discrete data must hold non-negative integer codes (ALGORITHMS.md, discrete tests)."""
+    """Discrete data must hold integer codes 0..L-1 (ALGORITHMS.md, discrete tests).
+
+    L is capped at MAX_LEVELS: the tests build count tables of L_a x L_b cells per
+    stratum, so one stray large code would otherwise allocate gigabytes, and a
+    G2/chi2 test with that many degrees of freedom is never reliable anyway.
+    """
     if A.size and (not np.all(A >= 0) or not np.all(np.floor(A) == A)):
         raise InvalidInput("Discrete tests need non-negative integer codes 0..L-1.", field=field)
+    if A.size and A.max() >= MAX_LEVELS:
+        raise InvalidInput(
+            f"Discrete tests support at most {MAX_LEVELS} levels (codes 0..{MAX_LEVELS - 1}); "
+            f"got a code of {A.max():g}.",
+            field=field,
+        )
 
 
 def binary_labels(y: npt.ArrayLike, *, field: str = "y") -> Vector:

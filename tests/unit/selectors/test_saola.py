@@ -235,3 +235,13 @@ def test_public_vector_discrete_su() -> None:
     sel = SAOLA.start(SAOLAParams.from_mapping(case["params"]), y)
     sel.learn_features(support.names(30), X)
     assert sel.selected() == tuple(f"f{i}" for i in case["selected"])
+
+
+def test_discrete_codes_are_capped_so_tables_stay_small() -> None:
+    from featurestream.selectors.base import MAX_LEVELS
+
+    y = np.array([0.0, 1.0, 1.0, 0.0])
+    sel = start(y, test="su")
+    with pytest.raises(InvalidInput, match="levels"):
+        sel.learn_feature("x", [0.0, float(MAX_LEVELS), 1.0, 0.0])
+    assert sel.learn_feature("x", [0.0, float(MAX_LEVELS - 1), 1.0, 0.0]).feature == "x"
