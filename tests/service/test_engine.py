@@ -1,0 +1,87 @@
+"""StreamEngine: the state cache, and conflicts between two engines (two processes)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import anyio
+import numpy as np
+import pytest
+
+from featurestream.config import Settings
+from featurestream.store.memory import InMemoryStore
+from featurestream.streams import StreamEngine
+
+pytestmark = pytest.mark.anyio
+
+
+class CountingStore(InMemoryStore):
+    """The memory store, counting calls (a spy, not a double: behaviour is unchanged)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: Counter[str] = Counter()
+
+    async def load(self, stream_id: str) -> Any:
+        self.calls["load"] += 1
+        return await super().load(stream_id)
+
+    async def commit(self, stream_id: str, commit: Any) -> int:
+        self.calls["commit"] += 1
+        return await super().commit(stream_id, commit)
+
+
+SETTINGS = Settings(store_url="memory://")
+
+
+async def _create(engine: StreamEngine, y: np.ndarray) -> None:
+    await engine.create(
+        stream_id="s",
+        algorithm="saola",
+        params={"alpha": 0.05},
+        target=y.tolist(),
+        feature_names=None,
+    )
+
+
+async def test_a_process_holding_the_latest_version_does_not_reload_state() -> None:
+    store = CountingStore()
+    engine = StreamEngine(store, SETTINGS)
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=30)
+    await _create(engine, y)
+    for i in range(5):
+        await engine.add_features("s", [f"c{i}"], rng.normal(size=(1, 30)))
+    assert store.calls["load"] == 0 and store.calls["commit"] == 5
+
+
+async def test_a_stale_process_reloads_once_and_applies_on_the_winners_state() -> None:
+    store = CountingStore()
+    a, b = StreamEngine(store, SETTINGS), StreamEngine(store, SETTINGS)
+    rng = np.random.default_rng(1)
+    y = rng.normal(size=30)
+    X = rng.normal(size=(4, 30)) + y
+    await _create(a, y)
+    await a.add_features("s", ["c0"], X[:1])
+    await b.add_features("s", ["c1"], X[1:2])  # b has never seen s: one load
+    assert store.calls["load"] == 1
+    await a.add_features("s", ["c2"], X[2:3])  # a is stale: its commit fails, it reloads
+    assert store.calls["load"] == 2
+    assert store.calls["commit"] == 4  # 3 successful + 1 conflict
+    status = await a.status("s")
+    assert status["features_seen"] == 3 and status["version"] == 3
+
+
+async def test_concurrent_writers_in_one_process_are_serialised() -> None:
+    store = CountingStore()
+    engine = StreamEngine(store, SETTINGS)
+    rng = np.random.default_rng(2)
+    y = rng.normal(size=30)
+    await _create(engine, y)
+    X = rng.normal(size=(20, 30))
+    async with anyio.create_task_group() as tg:
+        for i in range(20):
+            tg.start_soon(engine.add_features, "s", [f"c{i}"], X[i : i + 1])
+    assert (await engine.status("s"))["features_seen"] == 20
+    assert store.calls["commit"] == 20  # no conflicts inside one process
