@@ -109,6 +109,27 @@ def test_batch_equals_one_column_at_a_time(
 
 @pytest.mark.parametrize(("cls", "params"), FEATURE_SELECTORS)
 @given(data=st.data())
+def test_sparse_input_decides_like_dense(
+    cls: Any, params: dict[str, Any], data: st.DataObject
+) -> None:
+    import scipy.sparse
+
+    p = cls.params_type.from_mapping(params)
+    s = data.draw(streams(discrete=cls.requires_discrete(p)))
+    y, X, names, cuts = s["y"], s["X"], s["names"], s["cuts"]
+    X = X * (np.random.default_rng(0).random(X.shape) < 0.6)  # make it sparse-ish
+    groups = _groups(cls, names, cuts)
+    dense, sparse = cls.start(p, y), cls.start(p, y)
+    assert dense.learn_features(names, X, groups) == sparse.learn_features(
+        names, scipy.sparse.csr_matrix(X), groups
+    )
+    assert codec.encode(cls.name, params, dense.snapshot()) == codec.encode(
+        cls.name, params, sparse.snapshot()
+    )
+
+
+@pytest.mark.parametrize(("cls", "params"), FEATURE_SELECTORS)
+@given(data=st.data())
 def test_replaying_the_event_log_reproduces_the_state(
     cls: Any, params: dict[str, Any], data: st.DataObject
 ) -> None:

@@ -189,6 +189,37 @@ def test_json_dense_sparse_and_npy_bodies_decide_alike(client: TestClient) -> No
     assert dense["selected"] == sparse["selected"] == r.json()["selected"]
 
 
+def test_npz_sparse_body_decides_like_dense(client: TestClient) -> None:
+    import scipy.sparse
+
+    rng = np.random.default_rng(8)
+    n = 50
+    y = rng.integers(0, 2, n).astype(float)
+    X = (rng.random((12, n)) < 0.1).astype(float)
+    X[2] = y * (rng.random(n) < 0.8)
+    X[5] = 0.0  # an all-zero sparse column: constant
+    names = support.names(12)
+    create(client, "dense", y)
+    create(client, "npz", y)
+    dense = post_columns(client, "dense", X, names)
+    buf = io.BytesIO()
+    scipy.sparse.save_npz(buf, scipy.sparse.csc_matrix(X.T))
+    r = client.post(
+        "/v1/streams/npz/features",
+        content=buf.getvalue(),
+        headers={"content-type": "application/x-npz", "X-Feature-Names": ",".join(names)},
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["decisions"] == dense["decisions"]
+    assert r.json()["decisions"][5]["reason"] == "constant"
+    bad = client.post(
+        "/v1/streams/npz/features",
+        content=b"PK-not-a-zip",
+        headers={"content-type": "application/x-npz"},
+    )
+    assert_problem(bad, 422, "invalid-input")
+
+
 def test_npy_without_names_generates_seq_names(client: TestClient) -> None:
     create(client, "g", np.arange(8.0))
     r = client.post(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -17,6 +18,7 @@ from featurestream.api.schemas import FeatureIn
 from featurestream.errors import InvalidInput
 
 NPY_MEDIA_TYPE = "application/x-npy"
+NPZ_MEDIA_TYPE = "application/x-npz"
 
 
 def media_type(request: Request) -> str:
@@ -43,6 +45,21 @@ def load_npy(body: bytes) -> npt.NDArray[np.float64]:
     return np.asarray(arr, dtype=np.float64)
 
 
+def load_npz(body: bytes) -> Any:
+    """A scipy.sparse matrix saved with ``scipy.sparse.save_npz``; never unpickles."""
+    import scipy.sparse
+
+    try:
+        M = scipy.sparse.load_npz(io.BytesIO(body))
+    except Exception:  # zip, format and shape errors all mean "not a sparse matrix"
+        raise InvalidInput(
+            "The body is not a sparse matrix saved with scipy.sparse.save_npz.", field="body"
+        ) from None
+    if M.dtype.kind not in "fiub":
+        raise InvalidInput(f"The sparse matrix must hold numbers; got {M.dtype}.", field="body")
+    return M.astype(np.float64)
+
+
 def header_list(request: Request, name: str) -> list[str] | None:
     raw = request.headers.get(name)
     if raw is None:
@@ -63,20 +80,21 @@ def header_int(request: Request, name: str) -> int | None:
     return value
 
 
-def columns_to_matrix(features: Sequence[FeatureIn], n: int) -> npt.NDArray[np.float64]:
-    """Feature-major ``(b, n)`` matrix from dense or sparse JSON columns."""
-    X = np.zeros((len(features), n))
+def columns_to_matrix(features: Sequence[FeatureIn], n: int) -> Any:
+    """Feature-major ``(b, n)`` columns from dense or sparse JSON columns.
+
+    All dense: a float64 array. Any sparse column: a scipy.sparse CSR matrix, so
+    a request of many sparse columns never becomes a dense b x n array.
+    """
     for i, f in enumerate(features):
-        if f.values is not None:
-            if len(f.values) != n:
-                raise InvalidInput(
-                    f"Column {f.name!r} has {len(f.values)} values; the stream has {n} instances.",
-                    field=f"features[{i}].values",
-                )
-            X[i] = f.values
-        else:
+        if f.values is not None and len(f.values) != n:
+            raise InvalidInput(
+                f"Column {f.name!r} has {len(f.values)} values; the stream has {n} instances.",
+                field=f"features[{i}].values",
+            )
+        if f.indices is not None:
             idx = np.asarray(f.indices, dtype=np.int64)
-            if idx.size and (idx.max() >= n):
+            if idx.size and idx.max() >= n:
                 raise InvalidInput(
                     f"Column {f.name!r} has a row index >= {n} (the number of instances).",
                     field=f"features[{i}].indices",
@@ -85,21 +103,53 @@ def columns_to_matrix(features: Sequence[FeatureIn], n: int) -> npt.NDArray[np.f
                 raise InvalidInput(
                     f"Column {f.name!r} repeats a row index.", field=f"features[{i}].indices"
                 )
-            X[i, idx] = np.asarray(f.data, dtype=np.float64)
-    if not np.isfinite(X).all():
-        bad = int(np.argmax(~np.isfinite(X).all(axis=1)))
-        raise InvalidInput(
-            f"Column {features[bad].name!r} contains NaN or infinite values.",
-            field=f"features[{bad}]",
-        )
-    return X
+            if not np.isfinite(np.asarray(f.data, dtype=np.float64)).all():
+                raise InvalidInput(
+                    f"Column {f.name!r} contains NaN or infinite values.",
+                    field=f"features[{i}].data",
+                )
+        elif f.values is not None and not np.isfinite(np.asarray(f.values)).all():
+            raise InvalidInput(
+                f"Column {f.name!r} contains NaN or infinite values.",
+                field=f"features[{i}].values",
+            )
+    if all(f.values is not None for f in features):
+        X = np.empty((len(features), n))
+        for i, f in enumerate(features):
+            X[i] = f.values
+        return X
+    import scipy.sparse
+
+    indices: list[npt.NDArray[np.int64]] = []
+    data: list[npt.NDArray[np.float64]] = []
+    for f in features:
+        if f.values is not None:
+            v = np.asarray(f.values, dtype=np.float64)
+            nz = np.flatnonzero(v)
+            indices.append(nz)
+            data.append(v[nz])
+        else:
+            indices.append(np.asarray(f.indices, dtype=np.int64))
+            data.append(np.asarray(f.data, dtype=np.float64))
+    indptr = np.zeros(len(features) + 1, dtype=np.int64)
+    np.cumsum([len(i) for i in indices], out=indptr[1:])
+    return scipy.sparse.csr_matrix(
+        (
+            np.concatenate(data) if data else np.zeros(0),
+            np.concatenate(indices) if indices else np.zeros(0, np.int64),
+            indptr,
+        ),
+        shape=(len(features), n),
+    )
 
 
 __all__ = [
     "NPY_MEDIA_TYPE",
+    "NPZ_MEDIA_TYPE",
     "columns_to_matrix",
     "header_int",
     "header_list",
     "load_npy",
+    "load_npz",
     "media_type",
 ]

@@ -29,6 +29,10 @@ import numpy as np
 import numpy.typing as npt
 
 from featurestream.errors import InvalidInput, InvalidParameter
+from featurestream.stats.sparse import is_sparse
+
+# Largest dense block (float64 elements, 128 MiB) a sparse batch is expanded to at once.
+_DENSE_BLOCK = 1 << 24
 
 Vector = npt.NDArray[np.float64]
 Matrix = npt.NDArray[np.float64]
@@ -403,6 +407,8 @@ class FeatureSelector(Selector[P, S]):
 
     kind: ClassVar[StreamKind] = "features"
     uses_groups: ClassVar[bool] = False
+    # True when _learn_batch takes scipy.sparse (b, n) input as it is.
+    accepts_sparse: ClassVar[bool] = False
 
     @classmethod
     def start(cls, params: P, y: npt.ArrayLike) -> Self:
@@ -437,12 +443,22 @@ class FeatureSelector(Selector[P, S]):
         """Apply b arriving columns in order; X is ``(b, n)`` feature-major.
 
         Validates the whole batch first (all or nothing), then decides. The
-        decisions equal those of b calls with one column each.
+        decisions equal those of b calls with one column each. ``X`` may be a
+        scipy.sparse matrix; selectors that do not declare ``accepts_sparse``
+        receive it densified, a bounded number of columns at a time.
         """
-        A = np.ascontiguousarray(np.asarray(X, dtype=np.float64))
-        if A.ndim == 1:
-            A = A[None, :]
         names = list(names)
+        sparse = is_sparse(X)
+        if sparse:
+            A: Any = X.tocsr()
+            values = np.asarray(A.data, dtype=np.float64)
+        else:
+            # "+ 0.0" turns -0.0 into 0.0 (and copies): a column's state must not
+            # depend on whether a zero arrived signed, or sparse (where it is absent).
+            A = np.ascontiguousarray(np.asarray(X, dtype=np.float64)) + 0.0
+            if A.ndim == 1:
+                A = A[None, :]
+            values = A
         if A.ndim != 2 or A.shape[0] != len(names):
             raise InvalidInput(
                 f"Expected {len(names)} columns, got an array of shape {A.shape}.",
@@ -456,7 +472,9 @@ class FeatureSelector(Selector[P, S]):
             )
         if len(set(names)) != len(names):
             raise InvalidInput("Feature names within a request must be unique.", field="features")
-        if not np.isfinite(A).all():
+        if not np.isfinite(values).all():
+            if sparse:
+                raise InvalidInput("A column contains NaN or infinite values.", field="features")
             bad = int(np.argmax(~np.isfinite(A).all(axis=1)))
             raise InvalidInput(
                 f"Column {names[bad]!r} contains NaN or infinite values.",
@@ -465,11 +483,21 @@ class FeatureSelector(Selector[P, S]):
         if groups is not None and len(groups) != len(names):
             raise InvalidInput("One group entry per feature is required.", field="groups")
         if self.requires_discrete(self.params):
-            check_codes(A, field="features")
+            check_codes(values if sparse else A, field="features")
         self.check_groups(names, groups)
         if not names:
             return []
-        return self._learn_batch(names, A, groups)
+        if not sparse or self.accepts_sparse:
+            return self._learn_batch(names, A, groups)
+        if self.uses_groups:
+            return self._learn_batch(names, A.toarray(), groups)
+        # Densify a bounded block of columns at a time; batches decide exactly as
+        # their items, so the blocks change nothing but peak memory.
+        step = max(1, _DENSE_BLOCK // max(1, A.shape[1]))
+        out: list[Decision] = []
+        for lo in range(0, len(names), step):
+            out += self._learn_batch(names[lo : lo + step], A[lo : lo + step].toarray(), None)
+        return out
 
     def learn_feature(self, name: str, column: npt.ArrayLike, group: str | None = None) -> Decision:
         """Apply one arriving column."""

@@ -34,9 +34,9 @@ from featurestream.selectors.base import (
     StrOptions,
     Vector,
 )
-from featurestream.stats.columns import correlations, cross_dots, row_dots, standardize_rows
 from featurestream.stats.entropy import symmetrical_uncertainty
 from featurestream.stats.fisher_z import fisher_z_independent
+from featurestream.stats.sparse import Columns, IntVector, unit_vector
 
 
 @dataclass(frozen=True)
@@ -68,19 +68,25 @@ class SAOLAState:
     y : the target, as given (n,).
     selected : names of S, in arrival order.
     dep : relevance to y of each member of S.
-    columns : one row per member of S: the standardised column (fisher_z) or
-        its integer codes (su).
+    s_indptr, s_indices, s_data : the raw columns of S (one per member, in
+        order) as sorted non-zeros (``stats/sparse.py``); their standardised
+        forms are a cache rebuilt from these.
     features_seen, features_accepted, features_rejected, features_evicted : counters.
     """
 
     y: Vector
     selected: tuple[str, ...] = ()
     dep: Vector = field(default_factory=lambda: np.zeros(0))
-    columns: Matrix = field(default_factory=lambda: np.zeros((0, 0)))
+    s_indptr: IntVector = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    s_indices: IntVector = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    s_data: Vector = field(default_factory=lambda: np.zeros(0))
     features_seen: int = 0
     features_accepted: int = 0
     features_rejected: int = 0
     features_evicted: int = 0
+
+    def members(self) -> Columns:
+        return Columns(int(self.y.shape[0]), self.s_indptr, self.s_indices, self.s_data)
 
 
 class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
@@ -123,13 +129,22 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
     params_type: ClassVar[type[Params]] = SAOLAParams
     state_type: ClassVar[type[Any]] = SAOLAState
 
+    accepts_sparse: ClassVar[bool] = True
+
     def __init__(self, params: SAOLAParams, state: SAOLAState) -> None:
         super().__init__(params, state)
-        # A cache rebuilt deterministically from the state (STYLE.md section 3).
+        # Caches rebuilt deterministically from the state (STYLE.md section 3):
+        # fisher_z keeps S as dense centred unit rows, su as dense integer codes.
+        members = state.members()
         if params.test == "fisher_z":
-            self._y_ref: Vector = standardize_rows(state.y)[0][0]
+            self._y_ref, self._y_sum = unit_vector(state.y)
+            mean, norm, _ = members.moments()
+            self._S_rows: Matrix = members.unit_rows(mean, norm)
+            self._S_sums: Vector = self._S_rows.sum(axis=1)
         else:
-            self._y_ref = state.y
+            self._y_ref, self._y_sum = state.y, 0.0
+            self._S_rows = members.to_dense()
+            self._S_sums = np.zeros(members.b)
 
     @classmethod
     def requires_discrete(cls, params: Any) -> bool:
@@ -146,8 +161,7 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
 
     @classmethod
     def initial_state(cls, params: SAOLAParams, y: Vector) -> SAOLAState:
-        n = y.shape[0]
-        return SAOLAState(y=y.copy(), dep=np.zeros(0), columns=np.zeros((0, n)))
+        return SAOLAState(y=y.copy())
 
     @property
     def n_instances(self) -> int:
@@ -174,40 +188,46 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
     # ------------------------------------------------------------------ learning
 
     def _learn_batch(
-        self, names: list[str], X: Matrix, groups: Sequence[str | None] | None
+        self, names: list[str], X: Any, groups: Sequence[str | None] | None
     ) -> list[Decision]:
         p = self.params
         s = self.state
         n = self.n_instances
-        su = p.test == "su"
-        constant = X.max(axis=1) == X.min(axis=1)
+        cols = Columns.from_any(X)
+        mean, norm, constant = cols.moments()
 
         # Step 1, vectorised over the batch: relevance of every new column.
-        if su:
-            rows = X
+        if p.test == "su":
+            dense = cols.to_dense()
             dep_new = np.array(
                 [
                     0.0 if c else symmetrical_uncertainty(x, self._y_ref)
-                    for x, c in zip(X, constant, strict=True)
+                    for x, c in zip(dense, constant, strict=True)
                 ]
             )
             relevant = ~constant & (dep_new > p.delta)
         else:
-            rows, _ = standardize_rows(X)
-            r = correlations(rows, self._y_ref)
+            r = cols.correlations(self._y_ref[None, :], np.array([self._y_sum]), mean, norm)[0]
             dep_new = np.abs(r)
             relevant = ~constant & ~fisher_z_independent(r, n, 0, p.alpha)
 
-        # Pairwise dependence of relevant new columns with S as it stands now,
-        # one vectorised pass; pairs with batch-mates are computed on demand.
+        # Pairwise dependence of the relevant new columns with S as it stands now,
+        # in one vectorised pass; pairs with batch-mates are computed on demand.
         cand = np.flatnonzero(relevant)
-        t_old = self._pairwise(rows[cand], s.columns)
         cand_pos = {int(i): k for k, i in enumerate(cand)}
+        if p.test == "su":
+            t_old = self._su_pairs(dense[cand], self._S_rows)
+        else:
+            cc = cols.take(cand)
+            t_old = self._mask_fisher(
+                cc.correlations(self._S_rows, self._S_sums, mean[cand], norm[cand]).T
+            )
 
-        # Current S as parallel lists; entries refer to old rows (>= 0) or new rows (< 0: ~i).
+        # Current S as parallel lists; refs are old members (>= 0) or new columns (~i).
         cur_names = list(s.selected)
         cur_dep = list(s.dep.tolist())
         cur_ref = list(range(len(cur_names)))
+        new_rows: dict[int, Vector] = {}  # cached reference rows of accepted batch-mates
         decisions: list[Decision] = []
         evicted_total = 0
         accepted_total = 0
@@ -226,8 +246,10 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
             if old_mask.any():
                 t[old_mask] = t_old[cand_pos[i], [ref for ref in cur_ref if ref >= 0]]
             if (~old_mask).any():
-                mates = [~ref for ref in cur_ref if ref < 0]
-                t[~old_mask] = self._pairwise_one(rows[mates], rows[i])
+                mates = np.array([new_rows[~ref] for ref in cur_ref if ref < 0])
+                t[~old_mask] = self._pairs_with_mates(
+                    cols, i, mean, norm, mates, dense_row=(dense[i] if p.test == "su" else None)
+                )
             dep_g = np.array(cur_dep)
             first_rejecting, evict = self._compare(dep_f, dep_g, t)
             by = None if first_rejecting is None else cur_names[first_rejecting]
@@ -247,13 +269,18 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
             cur_names.append(name)
             cur_dep.append(dep_f)
             cur_ref.append(~i)
+            if p.test == "su":
+                new_rows[i] = dense[i]
+            else:
+                one = cols.take([i])
+                new_rows[i] = one.unit_rows(mean[i : i + 1], norm[i : i + 1])[0]
             accepted = True
             if p.max_features is not None and len(cur_names) > p.max_features:
                 # Keep the k highest dep; ties: earlier arrival (earlier position) wins.
                 order = sorted(range(len(cur_dep)), key=lambda k: (-cur_dep[k], k))
-                drop = sorted(order[p.max_features :])
-                dropped = [cur_names[k] for k in drop]
-                keep_idx = [k for k in range(len(cur_names)) if k not in set(drop)]
+                drop = set(order[p.max_features :])
+                dropped = [cur_names[k] for k in sorted(drop)]
+                keep_idx = [k for k in range(len(cur_names)) if k not in drop]
                 if name in dropped:
                     accepted = False
                     dropped.remove(name)
@@ -270,15 +297,23 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
                     Decision(name, False, Reason.MAX_FEATURES, score=dep_f, evicted=evictions)
                 )
 
-        old_rows = [ref for ref in cur_ref if ref >= 0]
-        new_rows = [~ref for ref in cur_ref if ref < 0]
-        columns = np.concatenate([s.columns[old_rows], rows[new_rows]], axis=0)
+        old_keep = [ref for ref in cur_ref if ref >= 0]
+        new_keep = [~ref for ref in cur_ref if ref < 0]
+        members = Columns.concat([s.members().take(old_keep), cols.take(new_keep)], n)
+        if new_keep:
+            added = np.array([new_rows[i] for i in new_keep])
+            self._S_rows = np.concatenate([self._S_rows[old_keep], added], axis=0)
+        else:
+            self._S_rows = np.ascontiguousarray(self._S_rows[old_keep])
+        self._S_sums = self._S_rows.sum(axis=1) if p.test == "fisher_z" else np.zeros(len(cur_ref))
         b = len(names)
         self.state = replace(
             s,
             selected=tuple(cur_names),
             dep=np.array(cur_dep, dtype=np.float64),
-            columns=np.ascontiguousarray(columns),
+            s_indptr=members.indptr,
+            s_indices=members.indices,
+            s_data=members.data,
             features_seen=s.features_seen + b,
             features_accepted=s.features_accepted + accepted_total,
             features_rejected=s.features_rejected + b - accepted_total,
@@ -286,21 +321,28 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
         )
         return decisions
 
-    def _pairwise(self, A: Matrix, B: Matrix) -> Matrix:
-        """t = dep(f, g) for rows of A against rows of B; NaN where g is skipped."""
-        if self.params.test == "su":
-            out = np.empty((A.shape[0], B.shape[0]))
-            for i, a in enumerate(A):
-                out[i] = self._pairwise_one(B, a)
-            return out
-        r = np.clip(cross_dots(A, B), -1.0, 1.0)
-        return self._mask_fisher(r)
-
-    def _pairwise_one(self, B: Matrix, a: Vector) -> Vector:
-        if self.params.test == "su":
+    def _su_pairs(self, A: Matrix, B: Matrix) -> Matrix:
+        """SU of rows of A against rows of B; NaN where t <= delta (g is skipped)."""
+        out = np.empty((A.shape[0], B.shape[0]))
+        for i, a in enumerate(A):
             t = np.array([symmetrical_uncertainty(a, g) for g in B])
-            return np.where(t > self.params.delta, t, np.nan)
-        r = np.clip(row_dots(B, a), -1.0, 1.0)
+            out[i] = np.where(t > self.params.delta, t, np.nan)
+        return out
+
+    def _pairs_with_mates(
+        self,
+        cols: Columns,
+        i: int,
+        mean: Vector,
+        norm: Vector,
+        mates: Matrix,
+        dense_row: Vector | None,
+    ) -> Vector:
+        """t of new column i against accepted batch-mates (their reference rows)."""
+        if dense_row is not None:
+            return self._su_pairs(dense_row[None, :], mates)[0]
+        one = cols.take([i])
+        r = one.correlations(mates, mates.sum(axis=1), mean[i : i + 1], norm[i : i + 1])[:, 0]
         return self._mask_fisher(r)
 
     def _mask_fisher(self, r: Matrix) -> Matrix:

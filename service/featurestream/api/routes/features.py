@@ -15,12 +15,14 @@ from featurestream.streams import WriteResult
 router = APIRouter(prefix="/v1/streams", tags=["feature streams"])
 
 
-def _body_doc(model: str, npy: bool) -> dict[str, Any]:
+def _body_doc(model: str, npy: bool, npz: bool = False) -> dict[str, Any]:
     content: dict[str, Any] = {
         "application/json": {"schema": {"$ref": f"#/components/schemas/{model}"}}
     }
     if npy:
         content[bodies.NPY_MEDIA_TYPE] = {"schema": {"type": "string", "format": "binary"}}
+    if npz:
+        content[bodies.NPZ_MEDIA_TYPE] = {"schema": {"type": "string", "format": "binary"}}
     return {"requestBody": {"required": True, "content": content}}
 
 
@@ -32,7 +34,7 @@ def written(result: WriteResult) -> Response:
 @router.post(
     "/{stream_id}/features",
     response_model=FeaturesAppended,
-    openapi_extra=_body_doc("FeatureBatch", npy=True)
+    openapi_extra=_body_doc("FeatureBatch", npy=True, npz=True)
     | {
         "parameters": [
             {
@@ -56,9 +58,13 @@ async def add_features(stream_id: StreamIdPath, request: Request, engine: Engine
     """Append feature columns in order; each gets a decision."""
     body = await request.body()
     kind = bodies.media_type(request)
-    if kind == bodies.NPY_MEDIA_TYPE:
-        arr = bodies.load_npy(body)
-        X = arr[:, None].T if arr.ndim == 1 else arr.T
+    if kind in (bodies.NPY_MEDIA_TYPE, bodies.NPZ_MEDIA_TYPE):
+        if kind == bodies.NPZ_MEDIA_TYPE:
+            # Rows are instances, columns features (like .npy): CSC in, CSR rows out.
+            X = bodies.load_npz(body).T.tocsr()
+        else:
+            arr = bodies.load_npy(body)
+            X = arr[:, None].T if arr.ndim == 1 else arr.T
         names = bodies.header_list(request, "X-Feature-Names")
         if names is not None and len(names) != X.shape[0]:
             raise InvalidInput(
@@ -74,7 +80,9 @@ async def add_features(stream_id: StreamIdPath, request: Request, engine: Engine
         )
         return written(result)
     if kind != "application/json":
-        raise UnsupportedMediaType(kind, ("application/json", bodies.NPY_MEDIA_TYPE))
+        raise UnsupportedMediaType(
+            kind, ("application/json", bodies.NPY_MEDIA_TYPE, bodies.NPZ_MEDIA_TYPE)
+        )
     batch = FeatureBatch.model_validate_json(body)
     n = await engine.n_instances(stream_id)
     X = bodies.columns_to_matrix(batch.features, n)
