@@ -33,17 +33,19 @@ FEATURE_SELECTORS = [
 
 
 @st.composite
-def streams(draw: st.DrawFn, discrete: bool) -> dict[str, Any]:
+def streams(draw: st.DrawFn, discrete: bool, binary_target: bool = False) -> dict[str, Any]:
     """A target, b columns (with copies, constants and relevant ones) and batch cuts."""
     n = draw(st.integers(6, 30))
     b = draw(st.integers(1, 14))
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
-    if discrete:
+    if discrete or binary_target:
         y = rng.integers(0, 2, n).astype(float)
+    if discrete:
         X = rng.integers(0, draw(st.integers(2, 4)), (b, n)).astype(float)
     else:
-        y = np.round(rng.normal(size=n), draw(st.integers(0, 3)))
+        if not binary_target:
+            y = np.round(rng.normal(size=n), draw(st.integers(0, 3)))
         X = np.round(rng.normal(size=(b, n)), draw(st.integers(0, 3)))
     for i in range(b):
         kind = draw(st.sampled_from(["plain", "copy", "relevant", "constant", "y"]))
@@ -76,10 +78,11 @@ def test_batch_equals_one_column_at_a_time(
     cls: Any, params: dict[str, Any], data: st.DataObject
 ) -> None:
     p = cls.params_type.from_mapping(params)
+    binary = cls.requires_binary_target(p)
     s = data.draw(
-        streams(discrete=True)
+        streams(True, binary)
         if cls.requires_discrete(p)
-        else st.one_of(streams(discrete=True), streams(discrete=False))
+        else st.one_of(streams(True, binary), streams(False, binary))
     )
     y, X, names, cuts = s["y"], s["X"], s["names"], s["cuts"]
     groups = _groups(cls, names, cuts)
@@ -115,7 +118,7 @@ def test_sparse_input_decides_like_dense(
     import scipy.sparse
 
     p = cls.params_type.from_mapping(params)
-    s = data.draw(streams(discrete=cls.requires_discrete(p)))
+    s = data.draw(streams(cls.requires_discrete(p), cls.requires_binary_target(p)))
     y, X, names, cuts = s["y"], s["X"], s["names"], s["cuts"]
     X = X * (np.random.default_rng(0).random(X.shape) < 0.6)  # make it sparse-ish
     groups = _groups(cls, names, cuts)
@@ -134,7 +137,7 @@ def test_replaying_the_event_log_reproduces_the_state(
     cls: Any, params: dict[str, Any], data: st.DataObject
 ) -> None:
     p = cls.params_type.from_mapping(params)
-    s = data.draw(streams(discrete=cls.requires_discrete(p)))
+    s = data.draw(streams(cls.requires_discrete(p), cls.requires_binary_target(p)))
     y, X, names, cuts = s["y"], s["X"], s["names"], s["cuts"]
     groups = _groups(cls, names, cuts)
 

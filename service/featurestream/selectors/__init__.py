@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from featurestream.selectors.alpha_investing import AlphaInvesting, AlphaInvestingParams
 from featurestream.selectors.base import (
     Decision,
     Eviction,
@@ -14,13 +15,15 @@ from featurestream.selectors.base import (
     Selector,
 )
 from featurestream.selectors.fsds import FSDS, FSDSParams
+from featurestream.selectors.grafting import Grafting, GraftingParams
 from featurestream.selectors.group_saola import GroupSAOLA, GroupSAOLAParams
 from featurestream.selectors.ofs import OFS, OFSParams
 from featurestream.selectors.osfs import OSFS, FastOSFS, OSFSParams
 from featurestream.selectors.saola import SAOLA, SAOLAParams, SAOLAState
 
 REGISTRY: dict[str, type[Selector]] = {  # type: ignore[type-arg]
-    cls.name: cls for cls in (SAOLA, GroupSAOLA, OSFS, FastOSFS, OFS, FSDS)
+    cls.name: cls
+    for cls in (SAOLA, GroupSAOLA, OSFS, FastOSFS, AlphaInvesting, Grafting, OFS, FSDS)
 }
 
 __all__ = [
@@ -29,11 +32,15 @@ __all__ = [
     "OSFS",
     "REGISTRY",
     "SAOLA",
+    "AlphaInvesting",
+    "AlphaInvestingParams",
     "Decision",
     "Eviction",
     "FSDSParams",
     "FastOSFS",
     "FeatureSelector",
+    "Grafting",
+    "GraftingParams",
     "GroupSAOLA",
     "GroupSAOLAParams",
     "InstanceSelector",

@@ -427,6 +427,11 @@ class FeatureSelector(Selector[P, S]):
             check_codes(y[None, :], field="target")
 
     @classmethod
+    def requires_binary_target(cls, params: Params) -> bool:
+        """True when the target must be binary labels (e.g. a logistic loss)."""
+        return False
+
+    @classmethod
     @abstractmethod
     def initial_state(cls, params: P, y: Vector) -> S: ...
 

@@ -1,0 +1,354 @@
+"""Alpha-investing: streamwise feature selection with an alpha-wealth budget.
+
+ALGORITHMS.md, "Alpha-investing". The i-th arriving feature (i = 1 for the
+first) is tested at level alpha_i = w / (2 i) with the p-value of adding it to
+the least-squares fit of y on [1, S]:
+
+    p = exp((SSE_new - SSE_old) / (2 sigma2)),    sigma2 = SSE_old / n.
+
+It is accepted iff p < alpha_i, which pays w += dw - alpha_i; a rejection costs
+w -= alpha_i. Accepted features are never evicted.
+
+The fit is kept incrementally: the State holds an orthonormal basis Q of
+span[1, S] (one row per basis vector) and the residual r of y on that span. For
+a new column f, with q_f the unit vector of f orthogonalised against Q,
+SSE_new = SSE_old - (q_f . r)^2, so a test costs O(n |S|) instead of a fresh
+least-squares fit.
+
+References
+----------
+Jing Zhou, Dean P. Foster, Robert A. Stine, Lyle H. Ungar. "Streamwise Feature
+Selection." Journal of Machine Learning Research 7:1861-1885, 2006.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+import numpy as np
+
+from featurestream.selectors.base import (
+    JSON,
+    Decision,
+    FeatureSelector,
+    Interval,
+    Matrix,
+    Params,
+    Reason,
+    SelectedFeature,
+    Vector,
+)
+from featurestream.stats.columns import is_constant_rows, row_dots
+
+_EPS = float(np.finfo(np.float64).eps)
+
+
+def span_tolerance(n: int) -> float:
+    """Relative norm below which an orthogonalised vector counts as zero.
+
+    Projecting a vector v that lies in span(Q) out of an orthonormal Q leaves
+    rounding noise of a few eps * ||v|| (each of the k projection steps and each
+    length-n dot product adds about eps * ||v||). ``numpy.linalg.lstsq`` treats
+    singular values below eps * max(n, k) times the largest as zero; here
+    k <= n (Q has at most n orthonormal rows), so that cut is eps * n, and we
+    add a safety factor of 16 so that the noise left by an exactly collinear
+    column is never mistaken for a new direction. A genuinely new direction is
+    only missed when it is below ~1e-12 of the column's norm (n in the
+    thousands), i.e. below what float64 data can carry. The cut depends on n
+    alone, never on the batch, so decisions do not depend on batching.
+
+    >>> span_tolerance(1000) == 16 * 1000 * 2.0**-52
+    True
+    """
+    return 16.0 * _EPS * n
+
+
+def _sq_norms(F: Matrix) -> Vector:
+    """Squared Euclidean norm of each row, summed along the contiguous axis like ``row_dots``."""
+    return np.asarray((F * F).sum(axis=1), dtype=np.float64)
+
+
+def _project_out(F: Matrix, basis: Iterable[Vector]) -> None:
+    """Modified Gram-Schmidt, in place: remove from each row of F its component on each q.
+
+    The basis vectors are taken one at a time, in order, and each projection
+    is computed from the already-updated rows. The operations applied to a row
+    therefore depend only on the row and on the sequence of basis vectors, not
+    on the other rows of F nor on when a basis vector was appended: projecting
+    a batch on Q and later on a new q gives bit for bit what projecting a
+    single column on [Q, q] gives (ALGORITHMS.md, "Determinism and replay").
+    """
+    for q in basis:
+        c = row_dots(F, q)
+        F -= c[:, None] * q[None, :]
+
+
+@dataclass(frozen=True)
+class AlphaInvestingParams(Params):
+    """Parameters of Alpha-investing (ALGORITHMS.md names).
+
+    ``w0`` (initial wealth) and ``dw`` (payout) are alpha-wealth, i.e.
+    probabilities: with w0 <= 1 and dw <= 1 the wealth before the i-th test is
+    at most 1 + (i - 1), so alpha_i <= 1/2 and a p-value of 1 (a column that
+    adds nothing to the fit) can never be accepted.
+    """
+
+    algorithm: ClassVar[str] = "Alpha-investing"
+    constraints: ClassVar[dict[str, Any]] = {
+        "w0": Interval(float, 0.0, 1.0, "right"),
+        "dw": Interval(float, 0.0, 1.0, "both"),
+    }
+
+    w0: float = 0.5
+    dw: float = 0.5
+
+
+@dataclass(frozen=True)
+class AlphaInvestingState:
+    """Everything Alpha-investing knows.
+
+    Attributes
+    ----------
+    y : the target, as given (n,).
+    Q : orthonormal basis of span[1, S], feature-major (1 + |S|, n); row 0 is
+        the normalised intercept column.
+    residual : residual of y on span[1, S] (n,).
+    sse : SSE_old = residual . residual.
+    wealth : the current alpha-wealth w.
+    selected : names of S, in arrival order.
+    p_values : p-value of each member of S when it was accepted.
+    features_tested : i, the number of features seen (constant ones included).
+    features_accepted, features_rejected : counters.
+    """
+
+    y: Vector
+    Q: Matrix
+    residual: Vector
+    sse: float
+    wealth: float
+    selected: tuple[str, ...] = ()
+    p_values: Vector = field(default_factory=lambda: np.zeros(0))
+    features_tested: int = 0
+    features_accepted: int = 0
+    features_rejected: int = 0
+
+
+class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState]):
+    """Streamwise regression with alpha-investing.
+
+    Parameters
+    ----------
+    params : AlphaInvestingParams
+        ``w0`` (initial wealth, default 0.5) and ``dw`` (payout on acceptance,
+        default 0.5).
+
+    Examples
+    --------
+    With y = 1..6, column ``a`` = [1, 2, 3, 4, 6, 5] has centred cross product
+    16.5 with y and SST = 17.5, so adding it removes 16.5^2 / 17.5 = 15.557 of
+    SSE_old = 17.5: p = exp(-15.557 / (2 * 17.5 / 6)) = exp(-2.667) = 0.0695 <
+    alpha_1 = 0.5 / 2, accepted, w = 0.5 + 0.5 - 0.25 = 0.75. The constant
+    ``c`` is feature 2 (alpha_2 = 0.75 / 4, w = 0.5625); ``b`` = 2 a + 1 lies in
+    span[1, a], so SSE_new = SSE_old, p = 1 (alpha_3 = 0.09375, w = 0.46875).
+
+    >>> import numpy as np
+    >>> y = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    >>> sel = AlphaInvesting.start(AlphaInvestingParams(), y)
+    >>> d = sel.learn_features(
+    ...     ["a", "c", "b"],
+    ...     [[1, 2, 3, 4, 6, 5],
+    ...      [7, 7, 7, 7, 7, 7],
+    ...      [3, 5, 7, 9, 13, 11]])
+    >>> [(x.feature, x.accepted, x.reason and x.reason.value) for x in d]
+    [('a', True, None), ('c', False, 'constant'), ('b', False, 'not significant')]
+    >>> round(d[0].score, 4), d[2].score
+    (0.0695, 1.0)
+    >>> sel.status()["wealth"]
+    0.46875
+
+    References
+    ----------
+    Zhou, Foster, Stine, Ungar. Streamwise Feature Selection. JMLR 7, 2006.
+    """
+
+    name: ClassVar[str] = "alpha_investing"
+    params_type: ClassVar[type[Params]] = AlphaInvestingParams
+    state_type: ClassVar[type[Any]] = AlphaInvestingState
+
+    @classmethod
+    def test_params(cls) -> list[dict[str, Any]]:
+        return [{}, {"w0": 1.0, "dw": 1.0}, {"w0": 0.05, "dw": 0.05}]
+
+    @classmethod
+    def initial_state(cls, params: AlphaInvestingParams, y: Vector) -> AlphaInvestingState:
+        n = y.shape[0]
+        Q = np.full((1, n), 1.0 / math.sqrt(n))
+        # Residual of y on the intercept; projected twice ("twice is enough")
+        # so that it is orthogonal to Q to working precision.
+        r = y.copy()[None, :]
+        _project_out(r, Q)
+        _project_out(r, Q)
+        return AlphaInvestingState(
+            y=y.copy(),
+            Q=Q,
+            residual=r[0],
+            sse=float(row_dots(r, r[0])[0]),
+            wealth=float(params.w0),
+            p_values=np.zeros(0),
+        )
+
+    @property
+    def n_instances(self) -> int:
+        return int(self.state.y.shape[0])
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def wealth(self) -> float:
+        return self.state.wealth
+
+    def selected_features(self) -> tuple[SelectedFeature, ...]:
+        return tuple(
+            SelectedFeature(name, float(p))
+            for name, p in zip(self.state.selected, self.state.p_values, strict=True)
+        )
+
+    def status(self) -> dict[str, JSON]:
+        s = self.state
+        return {
+            "wealth": s.wealth,
+            "features_tested": s.features_tested,
+            "features_accepted": s.features_accepted,
+            "features_rejected": s.features_rejected,
+            "selected_count": len(s.selected),
+            "sse": s.sse,
+        }
+
+    # ------------------------------------------------------------------ learning
+
+    def _learn_batch(
+        self, names: list[str], X: Matrix, groups: Sequence[str | None] | None
+    ) -> list[Decision]:
+        p = self.params
+        s = self.state
+        n = self.n_instances
+        tol = span_tolerance(n)
+        constant = is_constant_rows(X)
+        y_norm = math.sqrt(float(row_dots(s.y[None, :], s.y)[0]))
+
+        # First Gram-Schmidt pass of every non-constant column against the
+        # current basis, vectorised over the batch. Rows of P are the pending
+        # columns in arrival order; an acceptance later projects the rows
+        # after it on the new basis vector (a rank-1 update), which by
+        # _project_out's construction equals what a later single arrival
+        # would compute.
+        cand = np.flatnonzero(~constant)
+        # The fit on [1, S, f] depends on f only through span(f), so each column
+        # is first scaled (exactly) by a power of two that brings its largest
+        # magnitude into [0.5, 1): its squares then stay in float64 range (a
+        # column of values near 1e-200 would otherwise have a norm that
+        # underflows to 0 and look like it lies in the span).
+        _, e = np.frexp(np.abs(X[cand]).max(axis=1, initial=0.0))
+        P = np.ascontiguousarray(np.ldexp(X[cand], -e[:, None]))
+        f_norm = np.sqrt(_sq_norms(P))
+        _project_out(P, s.Q)
+        row_of = {int(j): k for k, j in enumerate(cand)}
+
+        basis: list[Vector] = list(s.Q)
+        r = s.residual.copy()
+        sse = s.sse
+        exponent, in_span = self._exponents(P, f_norm, r, sse, y_norm, tol, n)
+
+        wealth = s.wealth
+        i = s.features_tested
+        selected = list(s.selected)
+        p_values = list(s.p_values.tolist())
+        decisions: list[Decision] = []
+        accepted_total = 0
+        for j, name in enumerate(names):
+            i += 1
+            alpha_i = wealth / (2 * i)
+            if constant[j]:
+                # ALGORITHMS.md common rule: rejected before any test, but it
+                # still is the i-th feature and a rejection costs alpha_i.
+                wealth -= alpha_i
+                decisions.append(Decision(name, False, Reason.CONSTANT))
+                continue
+            k = row_of[j]
+            p_val = 1.0 if in_span[k] else math.exp(float(exponent[k]))
+            # A p-value of 1 is never below alpha_i <= 1/2 (see the Params
+            # docstring); `in_span` is kept in the test so that a column that
+            # adds no direction can never reach the basis.
+            if not (p_val < alpha_i and not in_span[k]):
+                wealth -= alpha_i
+                decisions.append(Decision(name, False, Reason.NOT_SIGNIFICANT, score=p_val))
+                continue
+
+            wealth += p.dw - alpha_i
+            accepted_total += 1
+            selected.append(name)
+            p_values.append(p_val)
+            decisions.append(Decision(name, True, None, score=p_val))
+            # Second Gram-Schmidt pass for the new basis vector, so that Q stays
+            # orthonormal to working precision even for nearly collinear columns.
+            v = P[k : k + 1].copy()
+            _project_out(v, basis)
+            q = v[0] / math.sqrt(float(row_dots(v, v[0])[0]))
+            basis.append(q)
+            c = float(row_dots(r[None, :], q)[0])
+            r = r - c * q
+            sse = float(row_dots(r[None, :], r)[0])
+            # Rank-1 update of the batch-mates still to come.
+            rest = slice(k + 1, P.shape[0])
+            _project_out(P[rest], [q])
+            exponent[rest], in_span[rest] = self._exponents(
+                P[rest], f_norm[rest], r, sse, y_norm, tol, n
+            )
+
+        b = len(names)
+        self.state = replace(
+            s,
+            Q=np.ascontiguousarray(np.array(basis)) if accepted_total else s.Q,
+            residual=r,
+            sse=sse,
+            wealth=wealth,
+            selected=tuple(selected),
+            p_values=np.array(p_values, dtype=np.float64),
+            features_tested=i,
+            features_accepted=s.features_accepted + accepted_total,
+            features_rejected=s.features_rejected + b - accepted_total,
+        )
+        return decisions
+
+    @staticmethod
+    def _exponents(
+        P: Matrix, f_norm: Vector, r: Vector, sse: float, y_norm: float, tol: float, n: int
+    ) -> tuple[Vector, np.ndarray[Any, np.dtype[np.bool_]]]:
+        """(SSE_new - SSE_old) / (2 sigma2) for orthogonalised rows P, and the in-span mask.
+
+        SSE_new - SSE_old = -(q_f . r)^2 is used directly rather than as the
+        difference of two nearly equal sums, which would lose the small
+        decrements that matter most for rejections.
+        """
+        norm = np.sqrt(_sq_norms(P))
+        # A column whose orthogonalised part is rounding noise lies in
+        # span[1, S]: SSE_new = SSE_old, p = 1 (ALGORITHMS.md step 2).
+        in_span = norm <= tol * f_norm
+        sigma2 = sse / n
+        if sigma2 == 0.0 or sse <= (tol * y_norm) ** 2:
+            # y is already fitted exactly (SSE_old = 0, up to rounding): sigma2 = 0
+            # makes step 2 read 0/0. No column can lower SSE below 0, so every
+            # later column has SSE_new = SSE_old and we take p = exp(0) = 1.
+            return np.zeros(P.shape[0]), np.ones(P.shape[0], dtype=bool)
+        safe = np.where(in_span, 1.0, norm)
+        c = row_dots(P, r) / safe
+        # A huge ratio overflows to -inf, whose exp is the right limit p = 0.
+        with np.errstate(over="ignore"):
+            exponent = -(c * c) / (2.0 * sigma2)
+        return np.where(in_span, 0.0, exponent), in_span
+
+
+__all__ = ["AlphaInvesting", "AlphaInvestingParams", "AlphaInvestingState", "span_tolerance"]

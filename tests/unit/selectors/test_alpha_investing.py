@@ -1,0 +1,298 @@
+"""Alpha-investing: conformance, hand-checked decisions, lstsq reference, properties."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from featurestream import codec
+from featurestream.errors import InvalidParameter
+from featurestream.selectors import REGISTRY, Reason
+from featurestream.selectors.alpha_investing import (
+    AlphaInvesting,
+    AlphaInvestingParams,
+    span_tolerance,
+)
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+Y6 = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _registered():
+    # The registry does not list the selector yet; codec.decode looks it up there.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(REGISTRY, AlphaInvesting.name, AlphaInvesting)
+        yield
+
+
+def start(y, **params):
+    return AlphaInvesting.start(AlphaInvestingParams(**params), y)
+
+
+def blob(sel):
+    return codec.encode(sel.name, sel.params.to_dict(), sel.state)
+
+
+# --------------------------------------------------------------------------- conformance
+
+
+def load_wdbc():
+    data = np.loadtxt(DATA / "wdbc.csv", delimiter=",", skiprows=1)
+    return data[:, :30], data[:, 30]
+
+
+@pytest.mark.parametrize("batch", [1, 7, 30])
+def test_alpha_investing_wdbc_conformance(batch):
+    expected = json.loads((DATA / "expected.json").read_text())["feature_streams"][
+        "alpha_investing"
+    ]
+    X, y = load_wdbc()
+    sel = start(y, **expected["params"])
+    names = [f"f{j}" for j in range(30)]
+    for a in range(0, 30, batch):
+        sel.learn_features(names[a : a + batch], X[:, a : a + batch].T)
+    assert [int(x[1:]) for x in sel.selected()] == expected["selected"]
+    assert sel.status()["features_tested"] == 30
+    assert sel.status()["selected_count"] == len(expected["selected"])
+
+
+# --------------------------------------------------------------------------- hand-checked
+
+
+def test_alpha_investing_hand_checked_stream():
+    # y = 1..6, centred: -2.5 -1.5 -0.5 0.5 1.5 2.5, SST = 17.5.
+    # a = [1,2,3,4,6,5], centred -2.5 -1.5 -0.5 0.5 2.5 1.5: cross product 16.5,
+    #   SSE_new = 17.5 - 16.5^2/17.5, so (SSE_new - SSE_old)/(2 * 17.5/6)
+    #   = -(272.25/17.5) / (35/6) = -2.66694; p = 0.069465 < alpha_1 = 0.5/2 = 0.25:
+    #   accepted, w = 0.5 + 0.5 - 0.25 = 0.75.
+    # c constant: i = 2, alpha_2 = 0.75/4 = 0.1875, w = 0.5625.
+    # b = 2a + 1 is in span[1, a]: p = 1 >= alpha_3 = 0.5625/6 = 0.09375, w = 0.46875.
+    sel = start(Y6)
+    d = sel.learn_features(
+        ["a", "c", "b"], [[1, 2, 3, 4, 6, 5], [7, 7, 7, 7, 7, 7], [3, 5, 7, 9, 13, 11]]
+    )
+    assert [x.accepted for x in d] == [True, False, False]
+    assert [x.reason for x in d] == [None, Reason.CONSTANT, Reason.NOT_SIGNIFICANT]
+    assert d[0].score == pytest.approx(math.exp(-(16.5**2 / 17.5) / (2 * 17.5 / 6)), rel=1e-12)
+    assert d[1].score is None
+    assert d[2].score == 1.0
+    assert all(not x.evicted for x in d)
+    assert sel.selected() == ("a",)
+    assert sel.wealth == pytest.approx(0.46875, abs=1e-15)
+    assert sel.status() == {
+        "wealth": sel.wealth,
+        "features_tested": 3,
+        "features_accepted": 1,
+        "features_rejected": 2,
+        "selected_count": 1,
+        "sse": pytest.approx(17.5 - 16.5**2 / 17.5, rel=1e-12),
+    }
+
+
+def test_alpha_investing_first_feature_is_i_equal_1():
+    # b = [2,1,3,6,4,5], centred -1.5 -2.5 -0.5 2.5 0.5 1.5: cross product with y
+    # 13.5, r^2 = 13.5^2 / 17.5^2 = 0.5951, p = exp(-6 r^2 / 2) = 0.1677.
+    # Tested as feature 1: alpha_1 = 0.5/2 = 0.25 > p, accepted. An implementation
+    # that counts the intercept as feature 1 tests it at 0.5/4 = 0.125 and rejects.
+    sel = start(Y6)
+    (d,) = sel.learn_features(["b"], [[2, 1, 3, 6, 4, 5]])
+    assert d.score == pytest.approx(math.exp(-3 * (13.5 / 17.5) ** 2), rel=1e-12)
+    assert d.accepted
+    assert sel.wealth == pytest.approx(0.5 + 0.5 - 0.25, abs=1e-15)
+
+
+def test_alpha_investing_constant_columns_count_and_cost_wealth():
+    # Same a as above (p = 0.069465). After a constant column it is feature i = 2 with
+    # w = 0.5 - 0.5/2 = 0.25, alpha_2 = 0.25/4 = 0.0625 < p: rejected. Not counting
+    # the constant (alpha = 0.25) or not charging it (alpha = 0.5/4 = 0.125)
+    # would accept it.
+    sel = start(Y6)
+    d = sel.learn_features(["c", "a"], [[3, 3, 3, 3, 3, 3], [1, 2, 3, 4, 6, 5]])
+    assert d[0].reason is Reason.CONSTANT
+    assert not d[1].accepted and d[1].reason is Reason.NOT_SIGNIFICANT
+    assert d[1].score == pytest.approx(math.exp(-(16.5**2 / 17.5) / (2 * 17.5 / 6)), rel=1e-12)
+    assert sel.status()["features_tested"] == 2
+    assert sel.wealth == pytest.approx(0.25 - 0.0625, abs=1e-15)
+
+
+def test_alpha_investing_span_tolerance_is_tight():
+    # y = a + e with e orthogonal to [1, a]. x2 = a + 1e-7 e adds the direction e
+    # (relative size 1e-7 >> the span tolerance), which explains y exactly:
+    # SSE_new = 0, p = exp(-n/2) = exp(-3) = 0.0498 < alpha_2 = 0.75/4. A tolerance
+    # of 1e-6 would call x2 collinear with a and reject it.
+    a = np.array([1.0, 2.0, 3.0, 4.0, 6.0, 5.0])
+    e = np.array([1.0, -1.0, -1.0, 1.0, 0.0, 0.0])
+    e -= e.mean()
+    ac = a - a.mean()
+    e -= (e @ ac) / (ac @ ac) * ac
+    y = a + e
+    sel = start(y)
+    d = sel.learn_features(["a", "x2", "dup"], [a, a + 1e-7 * e, 3.0 * a - 2.0])
+    assert d[0].accepted
+    assert d[1].accepted
+    assert d[1].score == pytest.approx(math.exp(-3.0), rel=1e-6)
+    assert d[2].reason is Reason.NOT_SIGNIFICANT and d[2].score == 1.0
+    assert span_tolerance(6) < 1e-13
+
+
+def test_alpha_investing_perfect_fit_rejects_with_p_1():
+    # y = 2a + 1 is fitted exactly once a is in: SSE_old = 0 (up to rounding), so
+    # sigma2 = 0 and step 2 reads 0/0. Convention: p = 1, rejected, no NaN.
+    a = np.array([1.0, 2.0, 3.0, 4.0, 6.0, 5.0])
+    sel = start(2.0 * a + 1.0)
+    d = sel.learn_features(["a", "z"], [a, [1, -1, 1, -1, 1, -1]])
+    assert d[0].accepted and d[0].score == pytest.approx(math.exp(-3.0), rel=1e-9)
+    assert not d[1].accepted and d[1].score == 1.0
+    assert d[1].reason is Reason.NOT_SIGNIFICANT
+
+
+def test_alpha_investing_constant_target_accepts_nothing():
+    sel = start(np.full(6, 4.0))
+    d = sel.learn_features(["a"], [[1, 2, 3, 4, 6, 5]])
+    assert not d[0].accepted and d[0].score == 1.0
+    assert math.isfinite(sel.wealth)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("w0", 0.0), ("w0", 1.5), ("dw", -0.1), ("dw", 2.0), ("w0", "x")]
+)
+def test_alpha_investing_rejects_bad_params(name, value):
+    with pytest.raises(InvalidParameter) as err:
+        AlphaInvestingParams(**{name: value})
+    assert err.value.parameter == name
+
+
+def test_alpha_investing_leaves_inputs_alone():
+    rng = np.random.default_rng(3)
+    y = rng.normal(size=20)
+    X = rng.normal(size=(4, 20))
+    y0, X0 = y.copy(), X.copy()
+    sel = start(y)
+    sel.learn_features(list("abcd"), X)
+    assert np.array_equal(y, y0) and np.array_equal(X, X0)
+
+
+# --------------------------------------------------------------------------- lstsq reference
+
+
+def test_alpha_investing_matches_lstsq_at_every_prefix():
+    rng = np.random.default_rng(7)
+    n, d = 60, 25
+    X = rng.normal(size=(d, n)) * rng.uniform(0.1, 50.0, size=(d, 1)) + rng.normal(size=(d, 1))
+    X[5] = X[1] - 2.0 * X[3]  # in the span once 1 and 3 are in
+    X[9] = 4.0  # constant
+    y = X[0] - 0.02 * X[3] + 0.3 * X[7] + 0.5 * rng.normal(size=n) + 10.0
+    sel = start(y, w0=1.0, dw=1.0)
+    wealth = 1.0
+    for j in range(d):
+        before = sel.state
+        alpha = wealth / (2 * (j + 1))
+        (dec,) = sel.learn_features([f"x{j}"], X[j])
+        S = [int(s[1:]) for s in sel.selected()]
+        A = np.column_stack([np.ones(n), *(X[k] for k in S)])
+        coef = np.linalg.lstsq(A, y, rcond=None)[0]
+        r_ref = y - A @ coef
+        sse_ref = float(r_ref @ r_ref)
+        st_ = sel.state
+        assert st_.sse == pytest.approx(sse_ref, rel=1e-9)
+        assert np.abs(st_.residual - r_ref).max() <= 1e-9 * np.abs(r_ref).max()
+        # Q is an orthonormal basis of span[1, S].
+        assert st_.Q.shape == (1 + len(S), n)
+        assert np.abs(st_.Q @ st_.Q.T - np.eye(1 + len(S))).max() < 1e-12
+        assert np.abs(A - st_.Q.T @ (st_.Q @ A)).max() < 1e-9 * np.abs(A).max()
+        # The p-value of this arrival, from two fresh fits.
+        if dec.reason is not Reason.CONSTANT:
+            B = np.column_stack([np.ones(n), *(X[k] for k in S if k != j), X[j]])
+            r_new = y - B @ np.linalg.lstsq(B, y, rcond=None)[0]
+            diff = float(r_new @ r_new) - before.sse
+            assert math.log(dec.score) == pytest.approx(
+                diff / (2 * before.sse / n), rel=1e-6, abs=1e-9
+            )
+        # Wealth arithmetic of step 3.
+        wealth = wealth + 1.0 - alpha if dec.accepted else wealth - alpha
+        assert sel.wealth == pytest.approx(wealth, rel=1e-14)
+        assert dec.accepted == (dec.score is not None and dec.score < alpha)
+    assert sel.status()["features_tested"] == d
+    assert "x5" not in sel.selected() and "x9" not in sel.selected()
+
+
+# --------------------------------------------------------------------------- properties
+
+N = 9
+values = st.one_of(
+    st.integers(-3, 3).map(float),
+    st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False),
+)
+columns = st.lists(arrays(np.float64, N, elements=values), min_size=1, max_size=8)
+params = st.sampled_from([{}, {"w0": 1.0, "dw": 1.0}, {"w0": 0.05, "dw": 0.0}])
+
+
+def with_repeats(cols, data):
+    """Some arrivals repeat or rescale an earlier one, so in-span columns occur."""
+    out = list(cols)
+    for k in range(len(out)):
+        if k and data.draw(st.booleans()):
+            src = data.draw(st.integers(0, k - 1))
+            out[k] = out[src] * data.draw(st.sampled_from([1.0, -2.0, 0.5])) + 1.0
+    return np.array(out)
+
+
+@given(y=arrays(np.float64, N, elements=values), cols=columns, p=params, data=st.data())
+def test_alpha_investing_batch_equals_singles(y, cols, p, data):
+    X = with_repeats(cols, data)
+    names = [f"f{k}" for k in range(len(X))]
+    one = start(y, **p)
+    singles = [one.learn_feature(nm, x) for nm, x in zip(names, X, strict=True)]
+    cut = data.draw(st.integers(0, len(X)))
+    many = start(y, **p)
+    batched = many.learn_features(names[:cut], X[:cut]) + many.learn_features(names[cut:], X[cut:])
+    assert batched == singles
+    assert blob(many) == blob(one)
+    for field in ("Q", "residual", "p_values", "y"):
+        assert np.array_equal(getattr(many.state, field), getattr(one.state, field))
+
+
+@given(y=arrays(np.float64, N, elements=values), cols=columns, p=params, data=st.data())
+def test_alpha_investing_codec_round_trip_and_replay(y, cols, p, data):
+    X = with_repeats(cols, data)
+    names = [f"f{k}" for k in range(len(X))]
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(X)), max_size=3)))
+    bounds = [0, *cuts, len(X)]
+    sel = start(y, **p)
+    for a, b in itertools.pairwise(bounds):
+        sel.learn_features(names[a:b], X[a:b])
+    raw = blob(sel)
+    back = codec.decode(raw)
+    assert back.selector == "alpha_investing"
+    resumed = AlphaInvesting.resume(AlphaInvestingParams(**back.params), back.state)
+    assert blob(resumed) == raw
+    # Replay of the same arrivals and batch boundaries into a fresh selector.
+    again = start(y, **p)
+    for a, b in itertools.pairwise(bounds):
+        again.learn_features(names[a:b], X[a:b])
+    assert blob(again) == raw
+
+
+@given(y=arrays(np.float64, N, elements=values), cols=columns, p=params, data=st.data())
+def test_alpha_investing_wealth_stays_positive(y, cols, p, data):
+    X = with_repeats(cols, data)
+    sel = start(y, **p)
+    for k, x in enumerate(X):
+        w = sel.wealth
+        i = k + 1
+        (dec,) = sel.learn_features([f"f{k}"], x[None, :])
+        assert sel.wealth > 0.0
+        # alpha_i <= 1/2 under the parameter bounds, so p = 1 is never accepted.
+        assert w / (2 * i) <= 0.5
+        if dec.accepted:
+            assert dec.score is not None and dec.score < w / (2 * i)
+    assert sel.status()["features_tested"] == len(X)
