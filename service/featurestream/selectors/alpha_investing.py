@@ -200,10 +200,6 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
             p_values=np.zeros(0),
         )
 
-    @property
-    def n_instances(self) -> int:
-        return int(self.state.y.shape[0])
-
     # ------------------------------------------------------------------ queries
 
     @property
@@ -219,11 +215,13 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
     def status(self) -> dict[str, JSON]:
         s = self.state
         return {
-            "wealth": s.wealth,
-            "features_tested": s.features_tested,
+            "features_seen": s.features_tested,
             "features_accepted": s.features_accepted,
             "features_rejected": s.features_rejected,
+            "features_evicted": 0,
             "selected_count": len(s.selected),
+            "wealth": s.wealth,
+            "features_tested": s.features_tested,
             "sse": s.sse,
         }
 

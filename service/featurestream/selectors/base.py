@@ -436,8 +436,20 @@ class FeatureSelector(Selector[P, S]):
     def initial_state(cls, params: P, y: Vector) -> S: ...
 
     @property
-    @abstractmethod
-    def n_instances(self) -> int: ...
+    def n_instances(self) -> int:
+        """Rows of every column: the target's length (States keep the target as ``y``)."""
+        return int(self.state.y.shape[0])  # type: ignore[attr-defined]
+
+    def counters(self) -> dict[str, JSON]:
+        """The counters every feature-stream status reports, from the State's fields."""
+        s: Any = self.state
+        return {
+            "features_seen": s.features_seen,
+            "features_accepted": s.features_accepted,
+            "features_rejected": s.features_rejected,
+            "features_evicted": getattr(s, "features_evicted", 0),
+            "selected_count": len(s.selected),
+        }
 
     def learn_features(
         self,

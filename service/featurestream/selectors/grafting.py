@@ -194,10 +194,6 @@ class Grafting(FeatureSelector[GraftingParams, GraftingState]):
             objective=fit.objective,
         )
 
-    @property
-    def n_instances(self) -> int:
-        return int(self.state.y.shape[0])
-
     # ------------------------------------------------------------------ queries
 
     def selected_features(self) -> tuple[SelectedFeature, ...]:
@@ -209,11 +205,7 @@ class Grafting(FeatureSelector[GraftingParams, GraftingState]):
     def status(self) -> dict[str, JSON]:
         s = self.state
         return {
-            "features_seen": s.features_seen,
-            "features_accepted": s.features_accepted,
-            "features_rejected": s.features_rejected,
-            "features_evicted": s.features_evicted,
-            "selected_count": len(s.selected),
+            **self.counters(),
             "intercept": s.intercept,
             "loss": s.loss,
             "objective": s.objective,

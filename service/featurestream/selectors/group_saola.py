@@ -179,10 +179,6 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
         n = y.shape[0]
         return GroupSAOLAState(y=y.copy(), dep=np.zeros(0), columns=np.zeros((0, n)))
 
-    @property
-    def n_instances(self) -> int:
-        return int(self.state.y.shape[0])
-
     # ------------------------------------------------------------------ queries
 
     def selected_features(self) -> tuple[SelectedFeature, ...]:
@@ -205,11 +201,7 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
         s = self.state
         groups = self.selected_groups()
         return {
-            "features_seen": s.features_seen,
-            "features_accepted": s.features_accepted,
-            "features_rejected": s.features_rejected,
-            "features_evicted": s.features_evicted,
-            "selected_count": len(s.selected),
+            **self.counters(),
             "groups_seen": len(s.seen_groups),
             "groups_selected": len(groups),
             "groups_rejected": s.groups_rejected,

@@ -262,10 +262,6 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
             corr=np.array([[row_dots(y_std, y_std[0])[0]]]),
         )
 
-    @property
-    def n_instances(self) -> int:
-        return int(self.state.y.shape[0])
-
     # ------------------------------------------------------------------ queries
 
     def selected_features(self) -> tuple[SelectedFeature, ...]:
@@ -277,11 +273,7 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
     def status(self) -> dict[str, JSON]:
         s = self.state
         return {
-            "features_seen": s.features_seen,
-            "features_accepted": s.features_accepted,
-            "features_rejected": s.features_rejected,
-            "features_evicted": s.features_evicted,
-            "selected_count": len(s.selected),
+            **self.counters(),
             "tests_performed": s.tests_performed,
         }
 

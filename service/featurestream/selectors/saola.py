@@ -163,10 +163,6 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
     def initial_state(cls, params: SAOLAParams, y: Vector) -> SAOLAState:
         return SAOLAState(y=y.copy())
 
-    @property
-    def n_instances(self) -> int:
-        return int(self.state.y.shape[0])
-
     # ------------------------------------------------------------------ queries
 
     def selected_features(self) -> tuple[SelectedFeature, ...]:
@@ -176,14 +172,7 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
         )
 
     def status(self) -> dict[str, JSON]:
-        s = self.state
-        return {
-            "features_seen": s.features_seen,
-            "features_accepted": s.features_accepted,
-            "features_rejected": s.features_rejected,
-            "features_evicted": s.features_evicted,
-            "selected_count": len(s.selected),
-        }
+        return self.counters()
 
     # ------------------------------------------------------------------ learning
 

@@ -89,6 +89,8 @@ def test_alpha_investing_hand_checked_stream():
     assert sel.selected() == ("a",)
     assert sel.wealth == pytest.approx(0.46875, abs=1e-15)
     assert sel.status() == {
+        "features_seen": 3,
+        "features_evicted": 0,
         "wealth": sel.wealth,
         "features_tested": 3,
         "features_accepted": 1,
