@@ -1,0 +1,134 @@
+"""API keys and tenants.
+
+Keys are configured in a file (``FEATURESTREAM_API_KEYS_FILE``) of lines
+``<tenant>:<sha256 hex of the key>``; blank lines and ``#`` comments are
+ignored. The server never sees the keys themselves at rest. A presented key
+is hashed and compared with every configured hash in constant time
+(``hmac.compare_digest``), so timing reveals neither which tenant matched nor
+how much of a hash did. The file is re-read when it changes (checked at most
+once a second) or on SIGHUP, so keys rotate without a restart; a file that
+fails to parse on reload keeps the previous keys and logs why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger("featurestream.auth")
+
+TENANT_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class KeyFileError(ValueError):
+    """The API keys file is malformed."""
+
+
+def hash_key(key: str) -> str:
+    """The hex SHA-256 of a key, as written in the keys file.
+
+    >>> hash_key("secret")[:16]
+    '2bb80d537b1da3e3'
+    """
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def parse_keys(text: str, source: str = "<keys>") -> tuple[tuple[str, bytes], ...]:
+    """(tenant, hash bytes) pairs from the file's text; raises KeyFileError."""
+    entries: list[tuple[str, bytes]] = []
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        tenant, sep, digest = line.partition(":")
+        tenant, digest = tenant.strip(), digest.strip().lower()
+        if not sep or not TENANT_PATTERN.match(tenant) or not _HEX64.match(digest):
+            raise KeyFileError(
+                f"{source}:{lineno}: expected '<tenant>:<sha256 hex>' with a tenant of "
+                "[A-Za-z0-9._-]{1,64} and 64 hex digits."
+            )
+        entries.append((tenant, bytes.fromhex(digest)))
+    return tuple(entries)
+
+
+@dataclass
+class KeyRing:
+    """The configured keys; ``tenant_for`` maps a presented key to its tenant."""
+
+    path: Path | None = None
+    entries: tuple[tuple[str, bytes], ...] = ()
+    _mtime: float | None = field(default=None, repr=False)
+    _checked: float = field(default=0.0, repr=False)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> KeyRing:
+        ring = cls(Path(path))
+        ring.reload(strict=True)
+        return ring
+
+    @property
+    def enabled(self) -> bool:
+        return self.path is not None
+
+    def reload(self, *, strict: bool = False) -> None:
+        """Read the file again; on error keep the current keys unless ``strict``."""
+        assert self.path is not None
+        try:
+            stat = self.path.stat()
+            entries = parse_keys(self.path.read_text(), str(self.path))
+        except (OSError, KeyFileError) as exc:
+            if strict:
+                raise KeyFileError(str(exc)) from exc
+            log.error("keeping the previous API keys: %s", exc)
+            return
+        self.entries = entries
+        self._mtime = stat.st_mtime_ns
+        log.info(
+            "loaded %d API key(s) for %d tenant(s)", len(entries), len({t for t, _ in entries})
+        )
+
+    def maybe_reload(self, now: float | None = None) -> None:
+        """Re-read the file if it changed; stat at most once a second."""
+        if self.path is None:
+            return
+        now = time.monotonic() if now is None else now
+        if now - self._checked < 1.0:
+            return
+        self._checked = now
+        try:
+            mtime = self.path.stat().st_mtime_ns
+        except OSError:
+            return
+        if mtime != self._mtime:
+            self.reload()
+
+    def tenant_for(self, key: str | None) -> str | None:
+        """The tenant owning ``key``, or None. Compares against every entry."""
+        if not key:
+            return None
+        presented = hashlib.sha256(key.encode()).digest()
+        found: str | None = None
+        for tenant, digest in self.entries:
+            if hmac.compare_digest(presented, digest) and found is None:
+                found = tenant
+        return found
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+__all__ = ["KeyFileError", "KeyRing", "bearer_token", "hash_key", "parse_keys"]
