@@ -20,8 +20,8 @@ class Settings(BaseSettings):
         description="memory:// (embedded, single process) or redis://host:port/db "
         "(rediss:// for TLS).",
     )
-    host: str = "127.0.0.1"
-    port: int = Field(8000, ge=0, le=65535)
+    host: str = Field("127.0.0.1", description="Address to bind (0.0.0.0 in containers).")
+    port: int = Field(8000, ge=0, le=65535, description="TCP port of the HTTP/WebSocket API.")
     workers: int = Field(1, ge=1, description="uvicorn worker processes (Redis store only).")
     key_prefix: str = Field(
         "fs",
@@ -40,10 +40,20 @@ class Settings(BaseSettings):
     cache_streams: int = Field(
         256, ge=0, description="Streams whose decoded state a process keeps in memory."
     )
-    redis_socket_timeout: float = Field(10.0, gt=0)
-    redis_connect_timeout: float = Field(5.0, gt=0)
-    redis_max_connections: int = Field(64, ge=1)
-    log_level: str = "info"
+    redis_socket_timeout: float = Field(
+        10.0, gt=0, description="Seconds a Redis command may take before it fails (503)."
+    )
+    redis_connect_timeout: float = Field(
+        5.0, gt=0, description="Seconds to establish a Redis connection."
+    )
+    redis_max_connections: int = Field(
+        64, ge=1, description="Size of each process's Redis connection pool."
+    )
+    log_level: str = Field(
+        "info",
+        pattern="^(critical|error|warning|info|debug)$",
+        description="critical, error, warning, info or debug.",
+    )
 
     @property
     def store_kind(self) -> str:

@@ -23,8 +23,9 @@ def test_roundtrip_restores_arrays_tuples_and_numbers() -> None:
     dec = codec.decode(codec.encode("saola", sel.params.to_dict(), sel.snapshot()))
     assert dec.selector == "saola" and dec.params == sel.params.to_dict()
     assert dec.state.selected == sel.state.selected and isinstance(dec.state.selected, tuple)
-    assert np.array_equal(dec.state.columns, sel.state.columns)
-    assert dec.state.columns.dtype == np.float64 and dec.state.columns.flags.writeable
+    assert np.array_equal(dec.state.s_data, sel.state.s_data)
+    assert dec.state.s_data.dtype == np.float64 and dec.state.s_data.flags.writeable
+    assert dec.state.s_indices.dtype == np.int64
     assert dec.state.features_seen == 2
 
 

@@ -18,7 +18,7 @@ from featurestream.selectors.fsds import FSDS, FSDSParams
 from featurestream.selectors.grafting import Grafting, GraftingParams
 from featurestream.selectors.group_saola import GroupSAOLA, GroupSAOLAParams
 from featurestream.selectors.ofs import OFS, OFSParams
-from featurestream.selectors.osfs import OSFS, FastOSFS, OSFSParams
+from featurestream.selectors.osfs import OSFS, FastOSFS, FastOSFSParams, OSFSParams
 from featurestream.selectors.saola import SAOLA, SAOLAParams, SAOLAState
 
 REGISTRY: dict[str, type[Selector]] = {  # type: ignore[type-arg]
@@ -38,6 +38,7 @@ __all__ = [
     "Eviction",
     "FSDSParams",
     "FastOSFS",
+    "FastOSFSParams",
     "FeatureSelector",
     "Grafting",
     "GraftingParams",

@@ -75,7 +75,9 @@ class OSFSParams(Params):
     constraints: ClassVar[dict[str, Any]] = {
         "test": StrOptions(("fisher_z", *DISCRETE_TESTS)),
         "alpha": Interval(float, 0.0, 1.0, "neither"),
-        "max_k": Interval(int, 0, None, "left"),
+        # Each search may try sum_k C(|B|, k) sets: an unbounded size is a way to
+        # stall the server, and LOFS's default is 3.
+        "max_k": Interval(int, 0, 10, "both"),
     }
 
     test: str = "fisher_z"
@@ -448,6 +450,13 @@ class OSFS(_OSFSBase):
         return kept, evicted
 
 
+@dataclass(frozen=True)
+class FastOSFSParams(OSFSParams):
+    """Parameters of Fast-OSFS: those of OSFS."""
+
+    algorithm: ClassVar[str] = "Fast-OSFS"
+
+
 class FastOSFS(_OSFSBase):
     """Fast-OSFS: OSFS with an inner test of the arrival and a restricted outer test.
 
@@ -483,6 +492,7 @@ class FastOSFS(_OSFSBase):
     """
 
     name: ClassVar[str] = "fast_osfs"
+    params_type: ClassVar[type[Params]] = FastOSFSParams
 
     def _redundancy(
         self, bcf: _BCF, key: int, name: str, dep: float, row: npt.NDArray[Any], level: int

@@ -1,0 +1,400 @@
+"""Regenerate the generated parts of the documentation.
+
+* ``docs/api.md``: the HTTP API reference, from the app's OpenAPI schema, its
+  WebSocket routes and the problem table of ``featurestream.api.problems``;
+* the settings table of ``docs/operations.md`` (between the ``settings-table``
+  markers), from ``featurestream.config.Settings`` and ``featurestream serve``.
+
+Run from the repository root::
+
+    python docs/generate.py          # rewrite the files
+    python docs/generate.py --check  # exit 1 when a file is stale
+
+``tests/docs`` fails when the committed files differ from what this writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import json
+import pkgutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from featurestream.api import create_app, problems
+from featurestream.cli import build_parser
+from featurestream.config import Settings
+
+DOCS = Path(__file__).resolve().parent
+API_MD = DOCS / "api.md"
+OPERATIONS_MD = DOCS / "operations.md"
+SETTINGS_START = "<!-- settings-table:start -->"
+SETTINGS_END = "<!-- settings-table:end -->"
+
+# FastAPI's default validation schemas: featurestream answers every error with an
+# RFC 9457 problem document instead (see "Errors").
+_HIDDEN_SCHEMAS = {"HTTPValidationError", "ValidationError"}
+_METHODS = ("get", "post", "put", "patch", "delete")
+
+# Meaning of settings whose Field has no description.
+_SETTING_NOTES = {
+    "host": "Bind address; 0.0.0.0 in containers.",
+    "port": "TCP port of the HTTP/WebSocket server.",
+    "redis_socket_timeout": "Seconds a Redis command may take before the store counts as "
+    "unavailable (503).",
+    "redis_connect_timeout": "Seconds to wait for a connection to Redis.",
+    "redis_max_connections": "Size of each process's Redis connection pool.",
+    "log_level": "uvicorn log level: critical, error, warning, info or debug.",
+}
+# ``featurestream serve`` options whose destination is not the setting's name.
+_OPTION_FIELDS = {"store": "store_url"}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _cell(text: Any) -> str:
+    """Text safe inside a Markdown table cell."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _anchor(name: str) -> str:
+    return name.lower()
+
+
+def _bounds(schema: dict[str, Any]) -> list[str]:
+    out = []
+    for key, sign in (
+        ("minimum", ">="),
+        ("exclusiveMinimum", ">"),
+        ("maximum", "<="),
+        ("exclusiveMaximum", "<"),
+    ):
+        if key in schema:
+            out.append(f"{sign} {schema[key]}")
+    if "minItems" in schema:
+        out.append(f"at least {schema['minItems']} items")
+    if "minLength" in schema or "maxLength" in schema:
+        lo, hi = schema.get("minLength", 0), schema.get("maxLength")
+        out.append(f"{lo}-{hi} chars" if hi is not None else f"at least {lo} chars")
+    if "pattern" in schema:
+        out.append(f"matching `{schema['pattern']}`")
+    return out
+
+
+def type_of(schema: dict[str, Any]) -> str:
+    """A short human reading of a JSON schema."""
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        return f"[`{name}`](#{_anchor(name)})"
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return " or ".join(type_of(s) for s in schema[key])
+    if "enum" in schema:
+        return " \\| ".join(f"`{json.dumps(v)}`" for v in schema["enum"])
+    if "const" in schema:
+        return f"`{json.dumps(schema['const'])}`"
+    kind = schema.get("type")
+    if kind == "array":
+        text = f"array of {type_of(schema.get('items', {}))}"
+    elif kind == "object":
+        extra = schema.get("additionalProperties")
+        text = f"object of {type_of(extra)}" if isinstance(extra, dict) and extra else "object"
+    elif kind == "string" and schema.get("format") == "binary":
+        text = "binary"
+    elif kind is None:
+        text = "any"
+    else:
+        text = str(kind)
+    bounds = _bounds(schema)
+    return f"{text} ({', '.join(bounds)})" if bounds else text
+
+
+# --------------------------------------------------------------------------- api.md
+
+
+def _operation(lines: list[str], method: str, path: str, op: dict[str, Any]) -> None:
+    lines += [f"### `{method.upper()} {path}`", ""]
+    text = op.get("description") or op.get("summary", "")
+    if text:
+        lines += [text.replace("``", "`").strip(), ""]
+    params = op.get("parameters", [])
+    if params:
+        lines += [
+            "| parameter | in | required | type | description |",
+            "|---|---|---|---|---|",
+        ]
+        for p in params:
+            schema = p.get("schema", {})
+            notes = [p.get("description", "")]
+            if "default" in schema:
+                notes.append(f"Default `{json.dumps(schema['default'])}`.")
+            lines.append(
+                f"| `{p['name']}` | {p['in']} | {'yes' if p.get('required') else 'no'} | "
+                f"{_cell(type_of(schema))} | {_cell(' '.join(n for n in notes if n)) or '-'} |"
+            )
+        lines.append("")
+    body = op.get("requestBody")
+    if body:
+        parts = [
+            f"`{media}`: {type_of(content.get('schema', {}))}"
+            for media, content in body.get("content", {}).items()
+        ]
+        required = "required" if body.get("required") else "optional"
+        lines += [f"Request body ({required}): " + "; ".join(parts) + ".", ""]
+    lines += ["| status | meaning | body |", "|---|---|---|"]
+    for status, resp in sorted(op.get("responses", {}).items()):
+        content = resp.get("content", {})
+        if status == "422":
+            body_text = "[problem](#errors)"
+            meaning = "Invalid input or parameters"
+        else:
+            body_text = "; ".join(
+                f"`{media}` {type_of(c.get('schema', {}))}".strip() for media, c in content.items()
+            )
+            meaning = resp.get("description", "")
+        lines.append(f"| {status} | {_cell(meaning)} | {_cell(body_text) or '-'} |")
+    lines.append("")
+
+
+_CLOSE_MEANINGS = {
+    "CLOSE_NORMAL": "the client or the server ended the session normally",
+    "CLOSE_GOING_AWAY": "the server is shutting down (frames read were answered first)",
+    "CLOSE_POLICY": "unknown stream, invalid query or a fatal sequence conflict",
+    "CLOSE_SERVER_ERROR": "server error",
+    "CLOSE_TRY_AGAIN_LATER": "the store is unavailable or the server is shutting down: retry",
+}
+
+
+def _websockets(lines: list[str]) -> None:
+    from fastapi.routing import APIWebSocketRoute
+
+    import featurestream.api.routes as routes_pkg
+
+    found = []
+    for info in sorted(pkgutil.iter_modules(routes_pkg.__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{routes_pkg.__name__}.{info.name}")
+        router = getattr(module, "router", None)
+        for route in getattr(router, "routes", []):
+            if isinstance(route, APIWebSocketRoute):
+                found.append(route)
+    if not found:
+        return
+    lines += ["## WebSocket", ""]
+    for route in sorted(found, key=lambda r: r.path):
+        summary = (inspect.getdoc(route.endpoint) or "").split("\n\n")[0]
+        lines += [f"### `WS {route.path}?producer=<name>&seq=<k>`", ""]
+        if summary:
+            lines += [summary.replace("``", "`").replace(" (API.md)", ""), ""]
+        lines += [
+            "Frames sent on one connection are numbered consecutively from `seq`",
+            "(default: the producer's next expected seq), exactly like the `seq` of",
+            "HTTP requests, so a client that reconnects resumes with its last ack + 1",
+            "and frames already applied are acknowledged again without being",
+            're-applied. A frame is a JSON text frame `{"X": [[...]], "y": [...]}` or',
+            '`{"x": [...], "y": 1}`, or a binary frame holding an `.npy` array (labels',
+            "in the last column for supervised selectors).",
+            "",
+            "| message | when |",
+            "|---|---|",
+            '| `{"type": "ack", "ack": <seq>, "version": ..., "instances_seen": ...}` '
+            "| a frame is committed (in order) |",
+            '| `{"type": "selection", "selected": [...], "version": ..., '
+            '"features": [...]}` | on connect, and whenever the selected set changes |',
+            '| `{"type": "error", "error": {problem}, "seq": <seq>}` '
+            "| a bad frame: it changes nothing but uses up its seq |",
+            "",
+        ]
+        module = sys.modules[route.endpoint.__module__]
+        codes = sorted(
+            (value, name)
+            for name, value in vars(module).items()
+            if name.startswith("CLOSE_") and isinstance(value, int)
+        )
+        if codes:
+            lines += ["| close code | meaning |", "|---|---|"]
+            for value, name in codes:
+                lines.append(f"| {value} | {_CLOSE_MEANINGS.get(name, name)} |")
+            lines.append("")
+
+
+def _errors(lines: list[str]) -> None:
+    lines += [
+        "## Errors",
+        "",
+        "Every error is an RFC 9457 problem document (`application/problem+json`) with",
+        "`type`, `title`, `status` and `detail`, plus the error's own fields (for example",
+        "`expected_seq` of a sequence conflict). Validation errors list the offending",
+        "fields in `errors` (`field`, `message`). A request answered with an error changes",
+        "nothing. Clients should branch on `status` and `type`, never on `detail`.",
+        "",
+        "| status | `type` | title | raised as |",
+        "|---|---|---|---|",
+    ]
+    rows = sorted(
+        (status, suffix, title, cls.__name__)
+        for cls, (status, suffix, title) in problems.PROBLEMS.items()
+    )
+    for status, suffix, title, name in rows:
+        lines.append(f"| {status} | `{problems.TYPE_BASE}{suffix}` | {title} | `{name}` |")
+    lines += [
+        "",
+        "Requests that never reach a route are answered the same way: a body that is not",
+        "JSON is `400` `/problems/malformed-body`; an unknown path `404` `/problems/not-found`;",
+        "a wrong method `405` `/problems/method-not-allowed`.",
+        "",
+    ]
+
+
+def _schemas(lines: list[str], schemas: dict[str, Any]) -> None:
+    lines += ["## Schemas", ""]
+    for name in sorted(schemas):
+        if name in _HIDDEN_SCHEMAS:
+            continue
+        schema = schemas[name]
+        lines += [f"### {name}", ""]
+        if schema.get("description"):
+            lines += [schema["description"].replace("``", "`").strip(), ""]
+        props = schema.get("properties", {})
+        if not props:
+            lines += [f"Type: {type_of(schema)}.", ""]
+            continue
+        required = set(schema.get("required", []))
+        lines += ["| field | type | required | default |", "|---|---|---|---|"]
+        for field, sub in props.items():
+            default = f"`{json.dumps(sub['default'])}`" if "default" in sub else "-"
+            lines.append(
+                f"| `{field}` | {_cell(type_of(sub))} | {'yes' if field in required else 'no'} | "
+                f"{_cell(default)} |"
+            )
+        lines.append("")
+
+
+def render_api() -> str:
+    """The whole of docs/api.md."""
+    spec = create_app(Settings()).openapi()
+    lines = [
+        "# HTTP API reference",
+        "",
+        "<!-- Generated by docs/generate.py from the OpenAPI schema; do not edit by hand. -->",
+        "",
+        f"featurestream {spec['info']['version']}. The same schema is served live at",
+        "`GET /openapi.json`, with an interactive UI at `/docs`. Concepts (versions,",
+        "producers and `seq`, the event log) are explained in [concepts.md](concepts.md).",
+        "",
+        "## Endpoints",
+        "",
+        "| method | path | summary |",
+        "|---|---|---|",
+    ]
+    ops = [
+        (path, method, op)
+        for path, item in spec["paths"].items()
+        for method, op in item.items()
+        if method in _METHODS
+    ]
+    ops.sort(key=lambda t: (t[0], _METHODS.index(t[1])))
+    for path, method, op in ops:
+        summary = (op.get("description") or op.get("summary", "")).strip().split("\n")[0]
+        summary = summary.replace("``", "`")
+        lines.append(f"| {method.upper()} | `{path}` | {_cell(summary)} |")
+    lines += ["", "## Operations", ""]
+    for path, method, op in ops:
+        _operation(lines, method, path, op)
+    _websockets(lines)
+    _errors(lines)
+    _schemas(lines, spec.get("components", {}).get("schemas", {}))
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def _serve_options() -> dict[str, str]:
+    """Settings field -> ``featurestream serve`` option."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    serve = sub.choices["serve"]
+    out = {}
+    for action in serve._actions:
+        if action.option_strings and action.dest != "help":
+            out[_OPTION_FIELDS.get(action.dest, action.dest)] = action.option_strings[-1]
+    return out
+
+
+def _constraint(field: Any) -> str:
+    parts = []
+    for meta in field.metadata:
+        for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+            value = getattr(meta, attr, None)
+            if value is not None:
+                parts.append(f"{sign} {value}")
+        if getattr(meta, "min_length", None) is not None:
+            parts.append(f"at least {meta.min_length} chars")
+        if getattr(meta, "max_length", None) is not None:
+            parts.append(f"at most {meta.max_length} chars")
+        if getattr(meta, "pattern", None) is not None:
+            parts.append(f"matching `{meta.pattern}`")
+    return ", ".join(parts)
+
+
+def render_settings_table() -> str:
+    options = _serve_options()
+    prefix = Settings.model_config.get("env_prefix", "")
+    lines = [
+        "| environment variable | `serve` option | default | allowed | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    for name, field in Settings.model_fields.items():
+        meaning = field.description or _SETTING_NOTES.get(name)
+        if not meaning:
+            raise SystemExit(f"setting {name!r} has no description: add one in config.py")
+        option = f"`{options[name]}`" if name in options else "-"
+        lines.append(
+            f"| `{prefix}{name.upper()}` | {option} | `{field.default}` | "
+            f"{_cell(_constraint(field)) or '-'} | {_cell(meaning)} |"
+        )
+    return "\n".join(lines)
+
+
+def render_operations(text: str) -> str:
+    """operations.md with its settings table regenerated."""
+    start, end = text.index(SETTINGS_START), text.index(SETTINGS_END)
+    table = render_settings_table()
+    return text[: start + len(SETTINGS_START)] + "\n" + table + "\n" + text[end:]
+
+
+# --------------------------------------------------------------------------- main
+
+
+def outputs() -> dict[Path, str]:
+    return {
+        API_MD: render_api(),
+        OPERATIONS_MD: render_operations(OPERATIONS_MD.read_text()),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 when a file is stale")
+    args = parser.parse_args(argv)
+    stale = [
+        path for path, text in outputs().items() if not path.exists() or path.read_text() != text
+    ]
+    if args.check:
+        for path in stale:
+            print(f"{path.name} is stale: run python docs/generate.py", file=sys.stderr)
+        return 1 if stale else 0
+    for path, text in outputs().items():
+        path.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+__all__ = ["main", "outputs", "render_api", "render_operations", "render_settings_table"]

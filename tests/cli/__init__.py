@@ -1,0 +1,1 @@
+"""CLI tests (a package, so its conftest does not shadow the top-level one)."""

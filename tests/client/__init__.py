@@ -1,0 +1,1 @@
+"""Client tests (a package, so its conftest does not shadow the top-level one)."""

@@ -1,0 +1,220 @@
+"""docker/Dockerfile and docker/docker-compose.yml agree with the service they run."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+import pytest
+
+import featurestream
+from featurestream.cli import build_parser
+from featurestream.config import Settings
+from tests.deploy import manifests as m
+
+DEFAULT_PORT = int(Settings.model_fields["port"].default)
+
+
+def runtime_stage() -> m.Stage:
+    return m.dockerfile()[1][-1]
+
+
+def image_env() -> dict[str, str]:
+    env: dict[str, str] = {}
+    for arg in runtime_stage().all("ENV"):
+        env |= m.env_instruction(arg)
+    return env
+
+
+def image_command() -> list[str]:
+    stage = runtime_stage()
+    (entrypoint,) = stage.all("ENTRYPOINT")
+    (cmd,) = stage.all("CMD")
+    return m.exec_form(entrypoint) + m.exec_form(cmd)
+
+
+def healthcheck_url(command: str) -> tuple[str, int]:
+    """(path, port) of the URL a healthcheck command opens (port from the env default)."""
+    text = command.replace(
+        "' + os.environ.get('FEATURESTREAM_PORT', '8000') + '",
+        str(image_env()["FEATURESTREAM_PORT"]),
+    )
+    match = re.search(r"http://[^'\"\s]+", text)
+    assert match, f"no URL in healthcheck {command!r}"
+    url = urlsplit(match.group(0))
+    assert url.port is not None
+    return url.path, url.port
+
+
+# --------------------------------------------------------------------------- Dockerfile
+
+
+def test_dockerfile_is_multi_stage_and_runtime_takes_only_the_builders_wheels() -> None:
+    _, stages = m.dockerfile()
+    assert len(stages) >= 2
+    builder = stages[0]
+    assert builder.name == "builder"
+    assert any("pip wheel" in run for run in builder.all("RUN"))
+    runtime = runtime_stage()
+    assert runtime.base.startswith("python:3.11") and runtime.base.endswith("-slim")
+    installs = [run for run in runtime.all("RUN") if "pip install" in run]
+    assert len(installs) == 1
+    assert "from=builder" in installs[0] and "--no-index" in installs[0]
+    # Nothing from the build context reaches the runtime stage directly.
+    assert not runtime.all("COPY") and not runtime.all("ADD")
+
+
+def test_dockerfile_copies_only_what_the_context_keeps() -> None:
+    builder = m.dockerfile()[1][0]
+    sources = []
+    for arg in builder.all("COPY"):
+        parts = [p for p in arg.split() if not p.startswith("--")]
+        sources += parts[:-1]
+    assert sources, "the builder copies nothing"
+    for src in sources:
+        assert (m.ROOT / src).exists(), src
+        assert m.dockerignore_allows(src.rstrip("/")), f"{src} is excluded by the dockerignore"
+    # pyproject.toml names the readme it packages: it must be in the context.
+    assert "README.md" in sources
+    for heavy in (".git", ".venv", "tests", "docs", ".hypothesis", "clients"):
+        assert not m.dockerignore_allows(heavy), f"{heavy} would be sent to the builder"
+    assert not m.dockerignore_allows("service/featurestream/__pycache__")
+
+
+def test_dockerfile_runs_as_a_non_root_numeric_user() -> None:
+    users = runtime_stage().all("USER")
+    assert users, "the runtime stage sets no USER"
+    uid, _, gid = users[-1].partition(":")
+    assert uid.isdigit() and int(uid) != 0
+    assert not gid or (gid.isdigit() and int(gid) != 0)
+    # The same uid as the Kubernetes pod's runAsUser.
+    deployment = m.one(m.overlay("in-cluster-redis"), "Deployment", "featurestream")
+    assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == int(uid)
+
+
+def test_dockerfile_exposes_the_port_the_server_listens_on() -> None:
+    (expose,) = runtime_stage().all("EXPOSE")
+    port = int(expose.split("/")[0])
+    command = image_command()
+    assert command[0] == "featurestream"
+    assert m.serve_port(command[1:], image_env()) == port == DEFAULT_PORT
+
+
+def test_dockerfile_command_listens_on_all_interfaces() -> None:
+    args = build_parser().parse_args(image_command()[1:])
+    assert args.command == "serve"
+    assert args.host == "0.0.0.0"
+
+
+def test_dockerfile_environment_names_real_settings_and_pins_blas_threads() -> None:
+    env = image_env()
+    for key in env:
+        if key.startswith(m.ENV_PREFIX):
+            assert m.setting_name(key), f"{key} is not a setting"
+    assert env["PYTHONDONTWRITEBYTECODE"] == "1"
+    assert env["PYTHONUNBUFFERED"] == "1"
+    assert env["OPENBLAS_NUM_THREADS"] == "1"
+
+
+def test_dockerfile_defaults_make_valid_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = {k: v for k, v in image_env().items() if k.startswith(m.ENV_PREFIX)}
+    settings = m.settings_from_env(env, monkeypatch)
+    assert settings.store_kind == "memory" and settings.workers == 1
+
+
+def test_dockerfile_healthcheck_asks_a_real_route_on_the_exposed_port() -> None:
+    (check,) = runtime_stage().all("HEALTHCHECK")
+    _, _, command = check.partition("CMD")
+    argv = m.exec_form(command.strip())
+    assert argv[:2] == ["python", "-c"], "the slim image has no curl"
+    path, port = healthcheck_url(argv[2])
+    assert path == "/healthz" and path in m.get_routes()
+    assert port == int(runtime_stage().all("EXPOSE")[0])
+
+
+# --------------------------------------------------------------------------- compose
+
+
+def test_compose_has_the_service_and_redis() -> None:
+    assert set(m.compose()["services"]) == {"featurestream", "redis"}
+
+
+def test_compose_builds_the_dockerfile_from_the_repository_root() -> None:
+    build = m.compose()["services"]["featurestream"]["build"]
+    context = (m.DOCKER / build["context"]).resolve()
+    assert context == m.ROOT
+    assert (context / build["dockerfile"]).resolve() == m.DOCKER / "Dockerfile"
+
+
+def test_compose_image_tag_is_the_package_version_and_matches_kubernetes() -> None:
+    image = m.compose()["services"]["featurestream"]["image"]
+    assert image == f"featurestream:{featurestream.__version__}"
+    for name in m.OVERLAYS:
+        deployment = m.one(m.overlay(name), "Deployment", "featurestream")
+        assert m.containers(deployment)[0]["image"] == image
+
+
+def test_compose_environment_names_real_settings_and_validates(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    env = m.compose_env("featurestream")
+    for key in env:
+        assert m.setting_name(key), f"{key} is not a setting"
+    settings = m.settings_from_env(env, monkeypatch)
+    assert settings.store_kind == "redis"
+    assert settings.workers >= 2, "the compose deployment runs several workers on Redis"
+
+
+def test_compose_store_url_points_at_the_redis_service() -> None:
+    url = urlsplit(m.compose_env("featurestream")["FEATURESTREAM_STORE_URL"])
+    services = m.compose()["services"]
+    assert url.scheme == "redis"
+    assert url.hostname in services
+    assert services[url.hostname]["image"].startswith("redis:")
+    assert url.port == 6379
+    assert "--port" not in services[url.hostname].get("command", [])
+
+
+def test_compose_publishes_the_port_the_server_listens_on() -> None:
+    service = m.compose()["services"]["featurestream"]
+    listens = m.serve_port(image_command()[1:], m.compose_env("featurestream"))
+    published = [str(p) for p in service["ports"]]
+    assert published == [f"{listens}:{listens}"]
+    assert listens == int(runtime_stage().all("EXPOSE")[0])
+
+
+def test_compose_healthcheck_asks_a_real_route() -> None:
+    test = m.compose()["services"]["featurestream"]["healthcheck"]["test"]
+    assert test[0] == "CMD"
+    match = re.search(r"http://[^'\"\s]+", " ".join(test))
+    assert match
+    url = urlsplit(match.group(0))
+    assert url.path in m.get_routes()
+    assert url.port == m.serve_port(image_command()[1:], m.compose_env("featurestream"))
+
+
+def test_compose_starts_the_service_after_redis_is_healthy() -> None:
+    services = m.compose()["services"]
+    assert services["featurestream"]["depends_on"] == {"redis": {"condition": "service_healthy"}}
+    assert services["redis"]["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
+
+
+def test_compose_redis_keeps_an_append_only_file_on_a_named_volume() -> None:
+    doc = m.compose()
+    redis = doc["services"]["redis"]
+    assert redis["image"] == "redis:7"
+    command = " ".join(redis["command"])
+    assert "--appendonly yes" in command
+    assert re.search(r"--appendfsync (everysec|always)\b", command)
+    volume, _, target = redis["volumes"][0].partition(":")
+    assert target == "/data"
+    assert volume in doc["volumes"], "the data volume must be a named volume"
+    # The same image as the in-cluster StatefulSet.
+    sts = m.one(m.overlay("in-cluster-redis"), "StatefulSet", "featurestream-redis")
+    assert m.containers(sts)[0]["image"] == redis["image"]
+
+
+def test_interpolation_needs_defaults() -> None:
+    assert m.interpolate("${A:-2}") == "2"
+    with pytest.raises(AssertionError):
+        m.interpolate("${A}")
