@@ -1,9 +1,20 @@
 """``featurestream bench``: measure selectors in process and through the service.
 
-Generates a synthetic dataset with planted relevant and redundant features,
-then times (1) the selector in process and (2) the same stream posted to a
-server (one it spawns on the embedded or a Redis store, or ``--url``), and
-prints a table (or JSON with ``--json``). Decisions of both runs are compared.
+Feature streams (``--mode features``, the default): generates a synthetic
+dataset with planted relevant and redundant features, then times (1) the
+selector in process and (2) the same stream posted to a server (one it spawns
+on the embedded or a Redis store, or ``--url``), and prints a table (or JSON
+with ``--json``). Decisions of both runs are compared.
+
+Instance streams (``--mode instances``, OFS or FSDS): streams ``--instances``
+rows of dimension ``--dim`` over one WebSocket as binary .npy frames of
+``--frame`` instances (labels in the last column for OFS), pipelined (the
+client sends without waiting for acks; the server's in-flight bound applies),
+and times from the first frame sent to the last ack received: every ack means
+the frame is committed to the store. The in-process run applies the same
+frames to the selector. ``--server-blas-threads`` limits the BLAS threads of
+the spawned server (FSDS's SVD is much slower with OpenBLAS threads competing
+for two cores).
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -26,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from featurestream.selectors import REGISTRY
-from featurestream.selectors.base import FeatureSelector
+from featurestream.selectors.base import FeatureSelector, InstanceSelector
 
 
 @dataclass
@@ -95,11 +107,14 @@ def _free_port() -> int:
 
 
 @contextmanager
-def spawned_server(store: str) -> Iterator[str]:
+def spawned_server(store: str, blas_threads: int | None = None) -> Iterator[str]:
     import httpx
 
     port = _free_port()
     env = {**os.environ, "FEATURESTREAM_KEY_PREFIX": f"fsbench-{uuid.uuid4().hex[:8]}"}
+    if blas_threads is not None:
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = str(blas_threads)
     cmd = [
         sys.executable,
         "-m",
@@ -167,8 +182,211 @@ def run_service(url: str, algorithm: str, params: dict[str, Any], data: Dataset)
     )
 
 
+# --------------------------------------------------------------------------- instance streams
+
+
+@dataclass
+class InstanceData:
+    X: npt.NDArray[np.float64]  # (n, d)
+    y: npt.NDArray[np.float64]  # labels in {-1, +1}
+    names: list[str]
+    relevant: list[str]
+
+
+def synthetic_instances(
+    n: int, d: int, seed: int = 0, relevant: int = 10, dtype: str = "float64"
+) -> InstanceData:
+    """Gaussian rows; the label is the sign of a sum over ``relevant`` planted features.
+
+    With ``dtype="float32"`` the values are float32-exact, so frames sent as
+    float32 carry exactly the data the in-process run sees.
+    """
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)).astype(dtype).astype(np.float64)
+    slots = rng.choice(d, size=relevant, replace=False)
+    y = np.where(X[:, slots].sum(axis=1) + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
+    names = [f"x{i}" for i in range(d)]
+    return InstanceData(X, y, names, [names[s] for s in slots])
+
+
+@dataclass
+class InstanceResult:
+    algorithm: str
+    mode: str
+    instances: int
+    dim: int
+    frame: int
+    seconds: float
+    instances_per_second: float
+    frames_per_second: float
+    selected: int
+    recall: float
+    same_selection: bool | None = None
+
+
+def _frames(
+    data: InstanceData, frame: int, supervised: bool, dtype: str = "float64"
+) -> list[npt.NDArray[Any]]:
+    A = np.column_stack([data.X, data.y]) if supervised else data.X
+    return [
+        np.ascontiguousarray(A[i : i + frame], dtype=dtype) for i in range(0, A.shape[0], frame)
+    ]
+
+
+def _instance_recall(selected: Sequence[str], data: InstanceData) -> float:
+    return len(set(selected) & set(data.relevant)) / max(1, len(data.relevant))
+
+
+def run_instances_in_process(
+    algorithm: str, params: dict[str, Any], data: InstanceData, frame: int
+) -> tuple[InstanceResult, list[str]]:
+    cls = REGISTRY[algorithm]
+    assert issubclass(cls, InstanceSelector)
+    sel = cls.start(cls.params_type.from_mapping(params), data.names)
+    frames = _frames(data, frame, cls.supervised)
+    t0 = time.perf_counter()
+    for A in frames:
+        if cls.supervised:
+            sel.learn_instances(A[:, :-1], A[:, -1])
+        else:
+            sel.learn_instances(A)
+    dt = time.perf_counter() - t0
+    chosen = list(sel.selected())
+    n, d = data.X.shape
+    result = InstanceResult(
+        algorithm,
+        "in-process",
+        n,
+        d,
+        frame,
+        dt,
+        n / dt,
+        len(frames) / dt,
+        len(chosen),
+        _instance_recall(chosen, data),
+    )
+    return result, chosen
+
+
+def run_instances_ws(
+    url: str,
+    algorithm: str,
+    params: dict[str, Any],
+    data: InstanceData,
+    frame: int,
+    reference: list[str] | None = None,
+    dtype: str = "float64",
+) -> InstanceResult:
+    """Stream every frame over one WebSocket, pipelined; time until the last ack."""
+    import httpx
+    from websockets.sync.client import connect
+
+    cls = REGISTRY[algorithm]
+    assert issubclass(cls, InstanceSelector)
+    sid = f"bench-{uuid.uuid4().hex[:8]}"
+    payloads = []
+    for A in _frames(data, frame, cls.supervised, dtype):
+        buf = io.BytesIO()
+        np.save(buf, A)
+        payloads.append(buf.getvalue())
+    with httpx.Client(base_url=url, timeout=600) as c:
+        r = c.post(
+            "/v1/streams",
+            json={"id": sid, "algorithm": algorithm, "params": params, "feature_names": data.names},
+        )
+        r.raise_for_status()
+        ws_url = url.replace("http://", "ws://", 1) + f"/v1/streams/{sid}/ws?producer=bench"
+        errors: list[BaseException] = []
+        with connect(ws_url, max_size=None, compression=None) as ws:
+            json.loads(ws.recv(timeout=30))  # the selection on connect
+
+            def send() -> None:
+                try:
+                    for p in payloads:
+                        ws.send(p)
+                except BaseException as exc:  # reported by the main thread
+                    errors.append(exc)
+
+            t0 = time.perf_counter()
+            sender = threading.Thread(target=send, daemon=True)
+            sender.start()
+            acked = 0
+            while acked < len(payloads):
+                msg = json.loads(ws.recv(timeout=120))
+                if msg["type"] == "ack":
+                    acked += 1
+                elif msg["type"] == "error":
+                    raise RuntimeError(f"frame {msg['seq']} refused: {msg['error']}")
+            dt = time.perf_counter() - t0
+            sender.join(10)
+        if errors:
+            raise RuntimeError(f"sending failed: {errors[0]!r}")
+        chosen = [f["name"] for f in c.get(f"/v1/streams/{sid}/selected").json()["features"]]
+        c.delete(f"/v1/streams/{sid}")
+    n, d = data.X.shape
+    return InstanceResult(
+        algorithm,
+        "websocket",
+        n,
+        d,
+        frame,
+        dt,
+        n / dt,
+        len(payloads) / dt,
+        len(chosen),
+        _instance_recall(chosen, data),
+        None if reference is None else chosen == reference,
+    )
+
+
+def _main_instances(args: argparse.Namespace, params: dict[str, Any]) -> int:
+    data = synthetic_instances(args.instances, args.dim, dtype=args.dtype)
+    runs = [
+        run_instances_in_process(args.algorithm, params, data, args.frame)
+        for _ in range(args.repeat)
+    ]
+    results = [r for r, _ in runs]
+    reference = runs[0][1]
+    if args.url:
+        results += [
+            run_instances_ws(
+                args.url, args.algorithm, params, data, args.frame, reference, args.dtype
+            )
+            for _ in range(args.repeat)
+        ]
+    else:
+        with spawned_server(args.store, args.server_blas_threads) as url:
+            results += [
+                run_instances_ws(
+                    url, args.algorithm, params, data, args.frame, reference, args.dtype
+                )
+                for _ in range(args.repeat)
+            ]
+    if args.json:
+        print(json.dumps([asdict(r) for r in results], indent=2))
+        return 0
+    print(
+        f"{'algorithm':<10}{'mode':<12}{'instances':>10}{'dim':>6}{'frame':>6}{'seconds':>9}"
+        f"{'inst/s':>10}{'frames/s':>10}{'selected':>9}{'recall':>7}{'same':>6}"
+    )
+    for r in results:
+        same = "" if r.same_selection is None else ("yes" if r.same_selection else "no")
+        print(
+            f"{r.algorithm:<10}{r.mode:<12}{r.instances:>10}{r.dim:>6}{r.frame:>6}"
+            f"{r.seconds:>9.3f}{r.instances_per_second:>10.0f}{r.frames_per_second:>10.1f}"
+            f"{r.selected:>9}{r.recall:>7.2f}{same:>6}"
+        )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="featurestream bench", description=__doc__)
+    parser.add_argument(
+        "--mode",
+        choices=["features", "instances"],
+        default="features",
+        help="feature streams (one npy request) or instance streams (one WebSocket)",
+    )
     parser.add_argument("--algorithm", default="saola", choices=sorted(REGISTRY))
     parser.add_argument("--params", default="{}", help="JSON params of the algorithm")
     parser.add_argument("--columns", type=int, default=5000)
@@ -177,8 +395,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--store", default="memory://", help="store of the spawned server")
     parser.add_argument("--url", help="an already running server (no server is spawned)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--instances", type=int, default=100_000, help="instances mode: rows")
+    parser.add_argument("--dim", type=int, default=1000, help="instances mode: features d")
+    parser.add_argument("--frame", type=int, default=100, help="instances mode: rows per frame")
+    parser.add_argument(
+        "--dtype",
+        choices=["float64", "float32"],
+        default="float64",
+        help="instances mode: dtype of the .npy frames (float32 data is float32-exact)",
+    )
+    parser.add_argument(
+        "--server-blas-threads",
+        type=int,
+        default=None,
+        help="BLAS threads of the spawned server (OPENBLAS/OMP/MKL_NUM_THREADS)",
+    )
     args = parser.parse_args(argv)
     params = json.loads(args.params)
+    if args.mode == "instances":
+        if args.algorithm == "saola":
+            args.algorithm = "ofs"
+        cls = REGISTRY[args.algorithm]
+        if not issubclass(cls, InstanceSelector):
+            parser.error(f"--mode instances needs an instance-stream algorithm, not {cls.name}")
+        return _main_instances(args, params)
     data = synthetic_features(args.columns, args.rows)
     results = [run_in_process(args.algorithm, params, data) for _ in range(args.repeat)]
     if args.url:

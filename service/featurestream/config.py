@@ -40,6 +40,15 @@ class Settings(BaseSettings):
     cache_streams: int = Field(
         256, ge=0, description="Streams whose decoded state a process keeps in memory."
     )
+    ws_max_inflight: int = Field(
+        64,
+        ge=1,
+        description="WebSocket frames read but not yet answered, per connection "
+        "(backpressure: beyond it the server stops reading).",
+    )
+    ws_group_max_frames: int = Field(
+        64, ge=1, description="Most WebSocket frames committed together (group commit)."
+    )
     redis_socket_timeout: float = Field(
         10.0, gt=0, description="Seconds a Redis command may take before it fails (503)."
     )

@@ -7,6 +7,10 @@ version does not re-read the state), and commits every change as one
 compare-and-set. When another process committed first, the commit fails, the
 engine reloads the stream and applies the request again: selectors are
 deterministic, so the result is exactly that of the serial order the store saw.
+
+A group of WebSocket frames (``add_instance_frames``) is applied frame by frame,
+each as its own batch, and committed once: state, one ``batch`` event per
+frame, the producer's seq and one stored response per frame.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ import random
 import uuid
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import anyio
 import numpy as np
@@ -29,8 +34,10 @@ from featurestream import codec
 from featurestream.config import Settings
 from featurestream.errors import (
     ConcurrentUpdate,
+    FeatureStreamError,
     InvalidInput,
     SequenceConflict,
+    StoreUnavailable,
     WrongStreamKind,
 )
 from featurestream.selectors import REGISTRY
@@ -41,10 +48,11 @@ from featurestream.selectors.base import (
     InstanceUpdate,
     Selector,
 )
-from featurestream.store.base import Commit, StateStore, StreamSummary
+from featurestream.store.base import Commit, StateStore, StreamSummary, Subscription
 
 Clock = Callable[[], datetime]
 MAX_NAME_LENGTH = 1024
+T = TypeVar("T")
 
 
 def utcnow() -> datetime:
@@ -76,9 +84,8 @@ class _Live:
 
 @dataclass(frozen=True)
 class _Outcome:
-    """What one applied request commits."""
+    """The new state of a stream after one request or one group of frames."""
 
-    response: dict[str, Any]
     events: list[dict[str, Any]]
     names: Sequence[str]
     blob: bytes
@@ -88,10 +95,66 @@ class _Outcome:
 
 
 @dataclass(frozen=True)
+class _Attempt(Generic[T]):
+    """What one attempt at a write commits, and what the caller gets once it is committed.
+
+    With no ``outcome`` the state stays as it is; with neither an outcome nor
+    ``responses`` nothing is committed and ``result`` is returned at once (a replay).
+    """
+
+    result: T
+    outcome: _Outcome | None = None
+    seq: int | None = None
+    responses: Sequence[tuple[int, bytes]] = ()
+
+
+@dataclass(frozen=True)
 class WriteResult:
     body: bytes
     replayed: bool
     version: int
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame of instances from a connection, numbered ``seq`` by it.
+
+    ``error`` is set for a frame refused before reaching the engine (it could
+    not be decoded): it changes no state but uses up its seq.
+    """
+
+    seq: int
+    X: npt.NDArray[np.float64] | None = None
+    y: npt.NDArray[np.float64] | None = None
+    error: FeatureStreamError | None = None
+
+
+@dataclass(frozen=True)
+class FrameResult:
+    """The stored response of one frame.
+
+    ``body`` is the response recorded for (producer, seq): the same JSON an
+    HTTP request gets (``version``, ``seq``, ``instances_seen``, ``selected``)
+    or, for a refused frame, the rendered error. ``fatal`` marks a seq the
+    stream cannot accept (a gap, or older than the replay window): the frames
+    after it were not looked at.
+    """
+
+    seq: int
+    body: bytes
+    replayed: bool = False
+    fatal: bool = False
+
+
+@dataclass(frozen=True)
+class FramesResult:
+    results: list[FrameResult]
+    version: int
+    # The committed selection JSON when this group changed the selected set.
+    selection: bytes | None = None
+
+
+ErrorRenderer = Callable[[FeatureStreamError, int], bytes]
 
 
 class StreamEngine:
@@ -203,6 +266,10 @@ class StreamEngine:
     async def summary(self, stream_id: str) -> StreamSummary:
         return await self.store.summary(stream_id)
 
+    def subscribe(self, stream_id: str) -> AbstractAsyncContextManager[Subscription]:
+        """Selection notifications of the stream, from every process (see the store)."""
+        return self.store.subscribe(stream_id)
+
     async def status(self, stream_id: str) -> dict[str, Any]:
         s = await self.store.summary(stream_id)
         return {
@@ -277,7 +344,7 @@ class StreamEngine:
                 )
             return chosen
 
-        def apply(live: _Live, chosen: list[str], version: int) -> _Outcome:
+        def apply(live: _Live, chosen: list[str], version: int) -> tuple[dict[str, Any], _Outcome]:
             sel = live.selector
             assert isinstance(sel, FeatureSelector)
             before = sel.selected()
@@ -296,7 +363,8 @@ class StreamEngine:
                 "decisions": [d.to_json() for d in decisions],
                 "selected": selected,
             }
-            return self._outcome(live, version, response, events, chosen, before != tuple(selected))
+            outcome = self._outcome(live, version, events, chosen, before != tuple(selected))
+            return response, outcome
 
         return await self._write(stream_id, "features", producer, seq, prepare, apply)
 
@@ -314,7 +382,7 @@ class StreamEngine:
         async def prepare(live: _Live) -> None:
             return None
 
-        def apply(live: _Live, _: None, version: int) -> _Outcome:
+        def apply(live: _Live, _: None, version: int) -> tuple[dict[str, Any], _Outcome]:
             sel = live.selector
             assert isinstance(sel, InstanceSelector)
             before = sel.selected()
@@ -335,9 +403,67 @@ class StreamEngine:
                 "instances_seen": update.instances_seen,
                 "selected": selected,
             }
-            return self._outcome(live, version, response, events, (), before != tuple(selected))
+            return response, self._outcome(live, version, events, (), before != tuple(selected))
 
         return await self._write(stream_id, "instances", producer, seq, prepare, apply)
+
+    async def add_instance_frames(
+        self,
+        stream_id: str,
+        frames: Sequence[Frame],
+        *,
+        producer: str,
+        render_error: ErrorRenderer,
+    ) -> FramesResult:
+        """Apply consecutive frames of one producer, each as its own batch, in one commit.
+
+        Frames the producer already had applied are answered from their stored
+        responses; a frame that is refused (``Frame.error``, or an error of the
+        selector such as bad labels) changes no state, records
+        ``render_error(error, seq)`` as its response and uses up its seq. A seq
+        that leaves a gap ends the group with a fatal result.
+        """
+
+        async def attempt(live: _Live) -> _Attempt[FramesResult]:
+            last = live.producers.get(producer, 0)
+            results: list[FrameResult] = []
+            fresh: list[Frame] = []
+            for f in frames:
+                if f.seq <= last:
+                    stored = await self.store.stored_response(stream_id, producer, f.seq)
+                    if stored is None:
+                        exc = _seq_conflict(producer, f.seq, last, "is older than the window")
+                        results.append(FrameResult(f.seq, render_error(exc, f.seq), fatal=True))
+                        break
+                    results.append(FrameResult(f.seq, stored, replayed=True))
+                elif f.seq == last + len(fresh) + 1:
+                    fresh.append(f)
+                else:
+                    exc = _seq_conflict(producer, f.seq, last + len(fresh), "leaves a gap")
+                    results.append(FrameResult(f.seq, render_error(exc, f.seq), fatal=True))
+                    break
+            if not fresh:
+                return _Attempt(FramesResult(results, live.version))
+            version = live.version + 1
+            outcome, pairs = await anyio.to_thread.run_sync(
+                _apply_frames, live, fresh, producer, version, render_error, self._outcome
+            )
+            by_seq: dict[int, bytes] = dict(pairs)
+            # Results in frame order: replays first (they precede), then the fresh frames.
+            ordered = [r for r in results if not r.fatal]
+            ordered += [FrameResult(f.seq, by_seq[f.seq]) for f in fresh]
+            ordered += [r for r in results if r.fatal]
+            if outcome is None:
+                return _Attempt(FramesResult(ordered, live.version), responses=pairs)
+            selection = outcome.selection if outcome.selection_changed else None
+            return _Attempt(
+                FramesResult(ordered, version, selection),
+                outcome,
+                seq=fresh[-1].seq,
+                responses=pairs,
+            )
+
+        return await self._transact(stream_id, "instances", producer, attempt)
 
     # ------------------------------------------------------------------ machinery
 
@@ -345,16 +471,14 @@ class StreamEngine:
         self,
         live: _Live,
         version: int,
-        response: dict[str, Any],
-        events: list[dict[str, Any]],
+        events: Sequence[dict[str, Any]],
         names: Sequence[str],
         changed: bool,
     ) -> _Outcome:
         sel = live.selector
         now = _iso(self._clock())
         return _Outcome(
-            response=response,
-            events=events,
+            events=list(events),
             names=names,
             blob=codec.encode(sel.name, sel.params.to_dict(), sel.snapshot()),
             selection=_selection_json(sel, version, now),
@@ -369,10 +493,42 @@ class StreamEngine:
         producer: str,
         seq: int | None,
         prepare: Callable[[_Live], Awaitable[Any]],
-        apply: Callable[[_Live, Any, int], _Outcome],
+        apply: Callable[[_Live, Any, int], tuple[dict[str, Any], _Outcome]],
     ) -> WriteResult:
+        """One HTTP request: replayed when its (producer, seq) was applied, else applied."""
+
+        async def attempt(live: _Live) -> _Attempt[WriteResult]:
+            if seq is not None:
+                replay = await self._check_seq(stream_id, live, producer, seq)
+                if replay is not None:
+                    return _Attempt(WriteResult(replay, True, live.version))
+            prepared = await prepare(live)
+            version = live.version + 1
+            response, outcome = await anyio.to_thread.run_sync(apply, live, prepared, version)
+            body = _dumps(response)
+            return _Attempt(
+                WriteResult(body, False, version),
+                outcome,
+                seq=seq,
+                responses=[(seq, body)] if seq is not None else [],
+            )
+
+        return await self._transact(stream_id, kind, producer, attempt)
+
+    async def _transact(
+        self,
+        stream_id: str,
+        kind: str,
+        producer: str,
+        attempt: Callable[[_Live], Awaitable[_Attempt[T]]],
+    ) -> T:
+        """Run ``attempt`` on the stream and commit it as one compare-and-set.
+
+        On a concurrent update the stream is reloaded and the attempt runs again
+        on the winner's state (selectors are deterministic).
+        """
         async with self._lock(stream_id):
-            for attempt in range(self.settings.commit_retries):
+            for retry in range(self.settings.commit_retries):
                 live = await self._live(stream_id)
                 if live.kind != kind:
                     raise WrongStreamKind(
@@ -381,55 +537,83 @@ class StreamEngine:
                         stream_id=stream_id,
                         kind=live.kind,
                     )
-                if seq is not None:
-                    replay = await self._check_seq(stream_id, live, producer, seq)
-                    if replay is not None:
-                        return WriteResult(replay, True, live.version)
-                prepared = await prepare(live)
                 previous = live.selector.snapshot()
-                version = live.version + 1
                 try:
-                    outcome = await anyio.to_thread.run_sync(apply, live, prepared, version)
+                    step = await attempt(live)
                 except BaseException:
                     # Nothing was committed: put the selector back as it was.
                     live.selector = type(live.selector).resume(live.selector.params, previous)
                     raise
-                body = _dumps(outcome.response)
-                now = _iso(self._clock())
-                commit = Commit(
-                    commit_id=uuid.uuid4().hex,
-                    incarnation=live.incarnation,
-                    expected_version=live.version,
-                    blob=outcome.blob,
-                    updated_at=now,
-                    selection=outcome.selection,
-                    status=outcome.status,
-                    events=_dumps({"seq": seq, "producer": producer, "events": outcome.events}),
-                    names=outcome.names,
-                    producer=producer if seq is not None else None,
-                    seq=seq,
-                    response=body,
-                    notify=outcome.selection if outcome.selection_changed else b"",
-                )
+                if step.outcome is None and not step.responses:
+                    return step.result
+                commit = self._commit_of(live, producer, step)
                 try:
                     committed = await self.store.commit(stream_id, commit)
                 except ConcurrentUpdate:
                     # Another process won: reload its state and apply again.
                     self.counters["commit_conflicts"] += 1
                     self._cache.pop(stream_id, None)
-                    await asyncio.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))
+                    await asyncio.sleep(random.uniform(0, 0.002 * min(retry + 1, 10)))
                     continue
+                except StoreUnavailable:
+                    self.counters["store_errors"] += 1
+                    self._cache.pop(stream_id, None)
+                    raise
                 except BaseException:
                     # Outcome unknown (store down, cancelled): forget what we hold.
                     self._cache.pop(stream_id, None)
                     raise
                 live.version = committed
                 self.counters["commits"] += 1
-                if seq is not None:
-                    live.producers[producer] = seq
+                if step.outcome is not None:
+                    self._tally(step.outcome.events)
+                if step.responses:
+                    live.producers[producer] = step.responses[-1][0]
                 self._remember(stream_id, live)
-                return WriteResult(body, False, committed)
+                return step.result
             raise ConcurrentUpdate(stream_id, live.version)
+
+    def _tally(self, events: Sequence[dict[str, Any]]) -> None:
+        """Count what a committed change processed (for /metrics)."""
+        c = self.counters
+        for ev in events:
+            kind = ev["type"]
+            if kind == "batch":
+                c["features_processed"] += int(ev.get("count", 0))
+                c["instances_processed"] += int(ev.get("instances", 0))
+            else:
+                c[f"decisions_{kind}"] += 1
+
+    def _commit_of(self, live: _Live, producer: str, step: _Attempt[Any]) -> Commit:
+        outcome = step.outcome
+        now = _iso(self._clock())
+        records = {"producer": producer, "responses": step.responses} if step.responses else {}
+        if outcome is None:
+            return Commit(
+                commit_id=uuid.uuid4().hex,
+                incarnation=live.incarnation,
+                expected_version=live.version,
+                blob=b"",
+                updated_at=now,
+                selection=b"",
+                status=b"",
+                events=b"",
+                state_changed=False,
+                **records,  # type: ignore[arg-type]
+            )
+        return Commit(
+            commit_id=uuid.uuid4().hex,
+            incarnation=live.incarnation,
+            expected_version=live.version,
+            blob=outcome.blob,
+            updated_at=now,
+            selection=outcome.selection,
+            status=outcome.status,
+            events=_dumps({"seq": step.seq, "producer": producer, "events": outcome.events}),
+            names=outcome.names,
+            notify=outcome.selection if outcome.selection_changed else b"",
+            **records,  # type: ignore[arg-type]
+        )
 
     async def _check_seq(
         self, stream_id: str, live: _Live, producer: str, seq: int
@@ -455,6 +639,7 @@ class StreamEngine:
         return None
 
     async def next_seq(self, stream_id: str, producer: str) -> int:
+        """The seq the producer's next request must carry."""
         async with self._lock(stream_id):
             live = await self._live(stream_id)
             return live.producers.get(producer, 0) + 1
@@ -491,6 +676,64 @@ class StreamEngine:
         if lock is None:
             lock = self._locks[stream_id] = asyncio.Lock()
         return lock
+
+
+def _apply_frames(
+    live: _Live,
+    frames: Sequence[Frame],
+    producer: str,
+    version: int,
+    render_error: ErrorRenderer,
+    outcome: Callable[[_Live, int, Sequence[dict[str, Any]], Sequence[str], bool], _Outcome],
+) -> tuple[_Outcome | None, list[tuple[int, bytes]]]:
+    """Apply fresh frames in order (in a worker thread); refused frames keep the state."""
+    sel = live.selector
+    assert isinstance(sel, InstanceSelector)
+    before = sel.selected()
+    events: list[dict[str, Any]] = []
+    pairs: list[tuple[int, bytes]] = []
+    for f in frames:
+        if f.error is not None or f.X is None:
+            error = f.error or InvalidInput("The frame holds no instances.", field="X")
+            pairs.append((f.seq, render_error(error, f.seq)))
+            continue
+        snapshot = sel.snapshot()
+        try:
+            update = sel.learn_instances(f.X, f.y)
+        except FeatureStreamError as exc:
+            # The frame is refused as a whole: put the selector back as it was.
+            live.selector = sel = type(sel).resume(sel.params, snapshot)
+            pairs.append((f.seq, render_error(exc, f.seq)))
+            continue
+        events.append(
+            {
+                "type": "batch",
+                "seq": f.seq,
+                "instances": update.instances,
+                "instances_seen": update.instances_seen,
+                "mistakes": update.mistakes,
+            }
+        )
+        response = {
+            "version": version,
+            "seq": f.seq,
+            "producer": producer,
+            "instances_seen": update.instances_seen,
+            "selected": list(sel.selected()),
+        }
+        pairs.append((f.seq, _dumps(response)))
+    if not events:
+        return None, pairs
+    changed = before != sel.selected()
+    return outcome(live, version, events, (), changed), pairs
+
+
+def _seq_conflict(producer: str, seq: int, last: int, problem: str) -> SequenceConflict:
+    return SequenceConflict(
+        f"seq {seq} of producer {producer!r} {problem}; the next expected seq is {last + 1}.",
+        producer=producer,
+        expected_seq=last + 1,
+    )
 
 
 def _check_names(names: Sequence[str], *, field: str) -> None:
@@ -551,4 +794,12 @@ def _parse_event_id(value: str) -> tuple[int, int]:
     return out
 
 
-__all__ = ["StreamEngine", "WriteResult", "utcnow"]
+__all__ = [
+    "ErrorRenderer",
+    "Frame",
+    "FrameResult",
+    "FramesResult",
+    "StreamEngine",
+    "WriteResult",
+    "utcnow",
+]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 
 import pytest
 
-from featurestream.errors import ConcurrentUpdate, StreamExists, StreamNotFound
+from featurestream.errors import ConcurrentUpdate, StoreUnavailable, StreamExists, StreamNotFound
 from featurestream.store.base import Commit, StateStore
 from featurestream.store.keys import stream_keys
+from tests.conftest import RedisServer
 
 pytestmark = pytest.mark.anyio
 
@@ -155,3 +157,124 @@ async def test_redis_keys_of_a_stream_share_one_hash_slot(redis_url: str, key_pr
     keys = stream_keys(key_prefix, "churn-2026").all()
     assert len({key_slot(k.encode()) for k in keys}) == 1
     assert all("{churn-2026}" in k for k in keys)
+
+
+# --------------------------------------------------------------------------- group commits
+
+
+async def test_one_commit_records_several_responses_of_a_producer(store: StateStore) -> None:
+    await _create(store)
+    pairs = [(1, b"r1"), (2, b"r2"), (3, b"r3")]
+    v = await store.commit("s1", _commit(0, cid="g", producer="p", responses=pairs))
+    assert v == 1
+    assert (await store.load("s1")).producers == {"p": 3}
+    for seq, body in pairs:
+        assert await store.stored_response("s1", "p", seq) == body
+    assert [e.version for e in await store.events("s1", 0, 10)] == [1]
+
+
+async def test_group_commit_trims_each_response_to_the_replay_window(store: StateStore) -> None:
+    await _create(store)
+    window = 1000
+    await store.commit("s1", _commit(0, cid="a", producer="p", responses=[(1, b"1"), (2, b"2")]))
+    later = [(1 + window, b"x"), (2 + window, b"y")]
+    await store.commit("s1", _commit(1, cid="b", producer="p", responses=later))
+    assert await store.stored_response("s1", "p", 1) is None
+    assert await store.stored_response("s1", "p", 2) is None
+    assert await store.stored_response("s1", "p", 2 + window) == b"y"
+
+
+async def test_records_only_commit_keeps_state_version_and_log(store: StateStore) -> None:
+    await _create(store)
+    await store.commit("s1", _commit(0, cid="c1", producer="p", seq=1, response=b"ok"))
+    async with store.subscribe("s1") as sub:
+        v = await store.commit(
+            "s1",
+            _commit(
+                1,
+                cid="c2",
+                producer="p",
+                responses=[(2, b"refused")],
+                state_changed=False,
+                notify=b"ignored",
+            ),
+        )
+        assert v == 1
+        rec = await store.load("s1")
+        assert (rec.version, rec.blob, rec.producers) == (1, b"state-1", {"p": 2})
+        assert await store.stored_response("s1", "p", 2) == b"refused"
+        assert [e.version for e in await store.events("s1", 0, 10)] == [1]
+        # It is still a compare-and-set, and it publishes nothing.
+        with pytest.raises(ConcurrentUpdate):
+            await store.commit(
+                "s1", _commit(0, cid="c3", producer="p", responses=[(3, b"")], state_changed=False)
+            )
+        await store.commit("s1", _commit(1, cid="c4", notify=b'{"version":2}'))
+        assert await asyncio.wait_for(sub.get(), 5) == b'{"version":2}'
+
+
+# --------------------------------------------------------------------------- notifications
+
+
+async def test_every_subscriber_gets_each_notification_in_order(store: StateStore) -> None:
+    await _create(store)
+    async with store.subscribe("s1") as a, store.subscribe("s1") as b:
+        for v in range(3):
+            await store.commit("s1", _commit(v, cid=f"c{v}", notify=f"n{v}".encode()))
+        await store.commit("s1", _commit(3, cid="quiet"))  # no notify: nothing sent
+        await store.commit("s1", _commit(4, cid="c4", notify=b"n4"))
+        for sub in (a, b):
+            got = [await asyncio.wait_for(sub.get(), 5) for _ in range(4)]
+            assert got == [b"n0", b"n1", b"n2", b"n4"]
+    # Other streams' notifications are not delivered.
+    await _create(store, "s2", "inc-2")
+    async with store.subscribe("s1") as sub:
+        await store.commit("s2", _commit(0, cid="o", incarnation="inc-2", notify=b"other"))
+        await store.commit("s1", _commit(5, cid="c5", notify=b"mine"))
+        assert await asyncio.wait_for(sub.get(), 5) == b"mine"
+
+
+async def test_a_subscription_overflow_drops_old_notifications_and_asks_to_resync() -> None:
+    from featurestream.store.base import RESYNC, Subscription
+
+    sub = Subscription("s", maxsize=3)
+    for i in range(5):
+        sub.put(f"n{i}".encode())
+    got = [await sub.get() for _ in range(sub.pending())]
+    assert got == [RESYNC, b"n3", b"n4"]
+
+
+@pytest.mark.redis
+async def test_redis_notifications_survive_a_redis_restart(
+    redis_server_factory: Callable[..., RedisServer], key_prefix: str
+) -> None:
+    from featurestream.config import Settings
+    from featurestream.store.base import RESYNC
+    from featurestream.store.redis import RedisStore
+
+    server = redis_server_factory()
+    store = RedisStore.from_settings(Settings(store_url=server.url, key_prefix=key_prefix))
+    try:
+        await _create(store)
+        async with store.subscribe("s1") as sub, store.subscribe("s1") as other:
+            await store.commit("s1", _commit(0, cid="c0", notify=b"before"))
+            assert await asyncio.wait_for(sub.get(), 5) == b"before"
+            assert store.hub.listeners(stream_keys(key_prefix, "s1").channel) == 2
+            server.kill()
+            server.start()  # same port, AOF kept the stream
+            # The shared connection comes back by itself and tells listeners to re-read.
+            assert await asyncio.wait_for(sub.get(), 20) == RESYNC
+            for _attempt in range(100):
+                try:
+                    await store.commit("s1", _commit(1, cid="c1", notify=b"after"))
+                    break
+                except StoreUnavailable:
+                    await asyncio.sleep(0.1)
+            got = await asyncio.wait_for(sub.get(), 5)
+            while got == RESYNC:
+                got = await asyncio.wait_for(sub.get(), 5)
+            assert got == b"after"
+            assert other.pending() >= 1
+        assert store.hub.listeners(stream_keys(key_prefix, "s1").channel) == 0
+    finally:
+        await store.close()

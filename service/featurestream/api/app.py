@@ -14,9 +14,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from featurestream import __version__
 from featurestream.api import problems, schemas
 from featurestream.api.metrics import Metrics, MetricsMiddleware
-from featurestream.api.routes import features, instances, ops, selection, streams
+from featurestream.api.routes import features, instances, ops, selection, streams, ws
 from featurestream.config import Settings
 from featurestream.errors import PayloadTooLarge
+from featurestream.logs import RequestContextMiddleware
 from featurestream.store.base import StateStore, open_store
 from featurestream.streams import StreamEngine
 
@@ -63,11 +64,15 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
         st = store if store is not None else open_store(settings)
         await st.open()
         app.state.engine = StreamEngine(st, settings)
+        app.state.ws_sessions = ws.Sessions()
         metrics.engine = app.state.engine
+        metrics.ws = app.state.ws_sessions
         log.info("featurestream %s serving on store %s", __version__, settings.store_kind)
         try:
             yield
         finally:
+            # WebSocket sessions first: they answer what they read, then close (1001).
+            await app.state.ws_sessions.close_all()
             await st.close()
 
     app = FastAPI(
@@ -80,10 +85,12 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
     app.state.settings = settings
     app.state.metrics = metrics
     problems.install(app)
-    for module in (streams, features, instances, selection, ops):
+    for module in (streams, features, instances, selection, ws, ops):
         app.include_router(module.router)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_request_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
+    # Outermost: every log line of a request, and its response, carry the request id.
+    app.add_middleware(RequestContextMiddleware)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema:

@@ -9,12 +9,38 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+# Upper bounds (seconds) of the request latency histogram buckets; +Inf is implied.
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+ENGINE_COUNTERS = {
+    "commits": "State changes committed to the store.",
+    "commit_conflicts": "Commits lost to a concurrent writer and re-applied.",
+    "store_errors": "Writes that failed because the store was unavailable.",
+    "features_processed": "Feature columns applied.",
+    "instances_processed": "Instances applied.",
+}
+
 
 @dataclass
 class Metrics:
+    """This process's counters (each uvicorn worker keeps its own)."""
+
     requests: Counter[tuple[str, str, int]] = field(default_factory=Counter)
     seconds: Counter[tuple[str, str]] = field(default_factory=Counter)
+    buckets: Counter[tuple[str, str, int]] = field(default_factory=Counter)
     engine: Any = None
+    ws: Any = None
+
+    def observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        self.requests[(route, method, status)] += 1
+        self.seconds[(route, method)] += seconds
+        for i, bound in enumerate(BUCKETS):
+            if seconds <= bound:
+                self.buckets[(route, method, i)] += 1
+                break
+        else:
+            self.buckets[(route, method, len(BUCKETS))] += 1
 
 
 class MetricsMiddleware:
@@ -42,8 +68,7 @@ class MetricsMiddleware:
         finally:
             route = scope.get("route")
             path = getattr(route, "path", "unmatched")
-            self.metrics.requests[(path, scope["method"], status)] += 1
-            self.metrics.seconds[(path, scope["method"])] += time.perf_counter() - start
+            self.metrics.observe(path, scope["method"], status, time.perf_counter() - start)
 
 
 def _labels(**kv: object) -> str:
@@ -63,18 +88,50 @@ def render(metrics: Metrics) -> str:
         labels = _labels(route=path, method=method, status=status)
         lines.append(f"featurestream_http_requests_total{labels} {n}")
     lines += [
-        "# HELP featurestream_http_request_seconds_total Time spent serving requests.",
-        "# TYPE featurestream_http_request_seconds_total counter",
+        "# HELP featurestream_http_request_duration_seconds Request latency by route and method.",
+        "# TYPE featurestream_http_request_duration_seconds histogram",
     ]
-    for (path, method), secs in sorted(metrics.seconds.items()):
-        labels = _labels(route=path, method=method)
-        lines.append(f"featurestream_http_request_seconds_total{labels} {secs:.6f}")
+    for route, method in sorted(metrics.seconds):
+        cumulative = 0
+        for i, bound in enumerate((*BUCKETS, float("inf"))):
+            cumulative += metrics.buckets[(route, method, i)]
+            le = "+Inf" if bound == float("inf") else repr(bound)
+            labels = _labels(route=route, method=method, le=le)
+            lines.append(f"featurestream_http_request_duration_seconds_bucket{labels} {cumulative}")
+        labels = _labels(route=route, method=method)
+        lines.append(
+            f"featurestream_http_request_duration_seconds_sum{labels} "
+            f"{metrics.seconds[(route, method)]:.6f}"
+        )
+        lines.append(f"featurestream_http_request_duration_seconds_count{labels} {cumulative}")
     if metrics.engine is not None:
-        for name in ("commits", "commit_conflicts", "features_processed", "instances_processed"):
+        counters = metrics.engine.counters
+        for name, help_text in ENGINE_COUNTERS.items():
             lines += [
+                f"# HELP featurestream_{name}_total {help_text}",
                 f"# TYPE featurestream_{name}_total counter",
-                f"featurestream_{name}_total {metrics.engine.counters[name]}",
+                f"featurestream_{name}_total {counters[name]}",
             ]
+        lines += [
+            "# HELP featurestream_decisions_total Feature decisions committed, by type.",
+            "# TYPE featurestream_decisions_total counter",
+        ]
+        for kind in ("accepted", "rejected", "evicted"):
+            labels = _labels(type=kind)
+            lines.append(f"featurestream_decisions_total{labels} {counters['decisions_' + kind]}")
+    if metrics.ws is not None:
+        stats = metrics.ws.stats
+        lines += [
+            "# HELP featurestream_ws_connections WebSocket connections open now.",
+            "# TYPE featurestream_ws_connections gauge",
+            f"featurestream_ws_connections {len(metrics.ws)}",
+            "# HELP featurestream_ws_frames_total WebSocket frames answered.",
+            "# TYPE featurestream_ws_frames_total counter",
+            f"featurestream_ws_frames_total {stats.frames}",
+            "# HELP featurestream_ws_groups_total Group commits of WebSocket frames.",
+            "# TYPE featurestream_ws_groups_total counter",
+            f"featurestream_ws_groups_total {stats.groups}",
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -171,10 +171,64 @@ class Health(BaseModel):
     status: str
 
 
+# --------------------------------------------------------------------------- WebSocket
+
+
+class InstanceFrame(_In):
+    """A text frame of ``/v1/streams/{id}/ws``: a batch ``X`` (with ``y``) or one ``x``.
+
+    ``seq``, when given, must equal the frame's number on the connection.
+    """
+
+    type: Literal["instances"] | None = None
+    seq: Seq | None = None
+    X: list[list[Number]] | None = Field(None, min_length=1)
+    x: list[Number] | None = Field(None, min_length=1)
+    y: list[Number] | Number | None = None
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> InstanceFrame:
+        if (self.X is None) == (self.x is None):
+            raise ValueError("give either 'X' (a batch of rows) or 'x' (one instance)")
+        if self.x is not None and isinstance(self.y, list):
+            raise ValueError("with 'x' (one instance), 'y' is a single number")
+        if self.X is not None and self.y is not None and not isinstance(self.y, list):
+            raise ValueError("with 'X' (a batch), 'y' is a list with one label per row")
+        return self
+
+
+class AckMessage(BaseModel):
+    """The frame numbered ``ack`` is committed; the state includes it."""
+
+    type: Literal["ack"] = "ack"
+    ack: int
+    version: int
+    instances_seen: int
+
+
+class SelectionMessage(BaseModel):
+    """The selected set as of ``version`` (sent when it changes, and once on connect)."""
+
+    type: Literal["selection"] = "selection"
+    selected: list[str]
+    version: int
+    features: list[SelectedFeaturePublic]
+
+
+class ErrorMessage(BaseModel):
+    """A frame was refused (``seq``; null for the connection itself): an RFC 9457 problem."""
+
+    type: Literal["error"] = "error"
+    error: dict[str, Any]
+    seq: int | None
+
+
 __all__ = [
+    "AckMessage",
     "AlgorithmPublic",
     "AlgorithmsPublic",
     "DecisionPublic",
+    "ErrorMessage",
     "EventPublic",
     "EventsPublic",
     "FeatureBatch",
@@ -184,8 +238,10 @@ __all__ = [
     "GroupIn",
     "Health",
     "InstanceBatch",
+    "InstanceFrame",
     "InstancesAppended",
     "SelectedFeaturePublic",
+    "SelectionMessage",
     "SelectionPublic",
     "StatusPublic",
     "StreamCreate",

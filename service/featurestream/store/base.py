@@ -15,11 +15,20 @@ A stream is stored as
 
 ``commit`` is a compare-and-set on (incarnation, version): state, summary,
 event entry, producer record and names are written together or not at all.
+One commit may carry the responses of several consecutive requests of one
+producer (a group commit of WebSocket frames), and may leave the state as it
+is while still recording responses (frames that were refused use up their
+``seq``).
+
+``subscribe`` delivers the selection notifications that commits publish
+(``Commit.notify``), whichever process committed.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -55,6 +64,13 @@ class Commit:
     ``commit_id`` makes the commit idempotent: if a retried call finds its own
     commit already applied (the first attempt landed but its reply was lost),
     the store answers with that commit's version instead of a conflict.
+
+    The producer's stored responses are ``responses``, (seq, response) pairs in
+    ascending, consecutive seq order, or else the single (``seq``,
+    ``response``); the producer's last seq becomes the last of them. With
+    ``state_changed`` false the commit writes only those producer records: the
+    state, summary, version and event log stay as they are (the compare-and-set
+    still applies) and nothing is published.
     """
 
     commit_id: str
@@ -70,6 +86,16 @@ class Commit:
     seq: int | None = None
     response: bytes = b""
     notify: bytes = b""  # published to the stream's channel when non-empty
+    responses: Sequence[tuple[int, bytes]] = ()
+    state_changed: bool = True
+
+    def seq_responses(self) -> list[tuple[int, bytes]]:
+        """The (seq, response) pairs to record for ``producer`` (empty without one)."""
+        if self.producer is None:
+            return []
+        if self.responses:
+            return [(int(q), r) for q, r in self.responses]
+        return [] if self.seq is None else [(self.seq, self.response)]
 
 
 @dataclass(frozen=True)
@@ -85,6 +111,83 @@ class StoreStats:
     commits: int = 0
     conflicts: int = 0
     extra: dict[str, int] = field(default_factory=dict)
+
+
+RESYNC = b""
+"""Delivered to a subscription when notifications may have been lost (a reconnect,
+an overflow): the listener should re-read the stream's summary."""
+
+
+class Subscription:
+    """The selection notifications of one stream, for one local listener.
+
+    A bounded buffer that never blocks the publisher: notifications are
+    snapshots of the selection, so on overflow the oldest are dropped and a
+    :data:`RESYNC` marker tells the listener to re-read the current state.
+    """
+
+    def __init__(self, stream_id: str, maxsize: int = 256) -> None:
+        self.stream_id = stream_id
+        self._queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize)
+        self.closed = False
+
+    def put(self, message: bytes) -> None:
+        if self.closed:
+            return
+        if self._queue.full():
+            while not self._queue.empty():
+                self._queue.get_nowait()
+            self._queue.put_nowait(RESYNC)
+            if message == RESYNC:
+                return
+        self._queue.put_nowait(message)
+
+    async def get(self) -> bytes:
+        """The next notification (selection JSON) or :data:`RESYNC`."""
+        return await self._queue.get()
+
+    def pending(self) -> int:
+        return self._queue.qsize()
+
+
+class Broadcaster:
+    """Fans notifications out to this process's subscriptions, by key."""
+
+    def __init__(self) -> None:
+        self._subs: dict[str, set[Subscription]] = {}
+
+    def add(self, key: str, sub: Subscription) -> bool:
+        """Register ``sub``; True when it is the first one of ``key``."""
+        subs = self._subs.setdefault(key, set())
+        subs.add(sub)
+        return len(subs) == 1
+
+    def remove(self, key: str, sub: Subscription) -> bool:
+        """Unregister ``sub``; True when ``key`` has no subscription left."""
+        sub.closed = True
+        subs = self._subs.get(key)
+        if subs is None:
+            return False
+        subs.discard(sub)
+        if subs:
+            return False
+        del self._subs[key]
+        return True
+
+    def publish(self, key: str, message: bytes) -> None:
+        for sub in tuple(self._subs.get(key, ())):
+            sub.put(message)
+
+    def resync_all(self) -> None:
+        for subs in tuple(self._subs.values()):
+            for sub in tuple(subs):
+                sub.put(RESYNC)
+
+    def keys(self) -> list[str]:
+        return list(self._subs)
+
+    def count(self, key: str) -> int:
+        return len(self._subs.get(key, ()))
 
 
 class StateStore(Protocol):
@@ -135,6 +238,13 @@ class StateStore(Protocol):
     async def delete(self, stream_id: str) -> bool:
         """Remove every key of the stream; False when it did not exist."""
 
+    def subscribe(self, stream_id: str) -> AbstractAsyncContextManager[Subscription]:
+        """Receive the stream's selection notifications while the context is open.
+
+        Once entered, every later commit's notification is delivered (raises
+        StoreUnavailable when the subscription cannot be set up).
+        """
+
 
 def open_store(settings: Settings) -> StateStore:
     """Build the store named by ``settings.store_url`` (not yet opened)."""
@@ -147,4 +257,14 @@ def open_store(settings: Settings) -> StateStore:
     return RedisStore.from_settings(settings)
 
 
-__all__ = ["Commit", "EventEntry", "StateStore", "StreamRecord", "StreamSummary", "open_store"]
+__all__ = [
+    "RESYNC",
+    "Broadcaster",
+    "Commit",
+    "EventEntry",
+    "StateStore",
+    "StreamRecord",
+    "StreamSummary",
+    "Subscription",
+    "open_store",
+]

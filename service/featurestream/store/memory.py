@@ -3,17 +3,26 @@
 For a zero-setup start, notebooks and single-process deployments. It keeps the
 same version and atomicity rules as the Redis store: every method runs without
 awaiting in its critical section, so on one event loop each call is atomic.
-Nothing survives the process.
+Selection notifications go to this process's subscribers through an
+in-process broadcaster. Nothing survives the process.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from featurestream.errors import ConcurrentUpdate, StreamExists, StreamNotFound
-from featurestream.store.base import Commit, EventEntry, StreamRecord, StreamSummary
+from featurestream.store.base import (
+    Broadcaster,
+    Commit,
+    EventEntry,
+    StreamRecord,
+    StreamSummary,
+    Subscription,
+)
 
 
 @dataclass
@@ -38,6 +47,7 @@ class InMemoryStore:
     def __init__(self, *, replay_window: int = 1000) -> None:
         self._streams: dict[str, _Stream] = {}
         self._replay_window = replay_window
+        self._broadcaster = Broadcaster()
 
     async def open(self) -> None:
         return None
@@ -84,18 +94,23 @@ class InMemoryStore:
             return s.version
         if s.incarnation != commit.incarnation or s.version != commit.expected_version:
             raise ConcurrentUpdate(stream_id, commit.expected_version)
-        s.version += 1
-        s.last_commit = commit.commit_id
-        s.blob = commit.blob
-        s.updated_at = commit.updated_at
-        s.selection = commit.selection
-        s.status = commit.status
-        s.events.append(EventEntry(s.version, commit.events))
-        s.names.update(commit.names)
-        if commit.producer is not None and commit.seq is not None:
-            s.producers[commit.producer] = commit.seq
-            s.responses[(commit.producer, commit.seq)] = commit.response
-            s.responses.pop((commit.producer, commit.seq - self._replay_window), None)
+        pairs = commit.seq_responses()
+        if commit.state_changed:
+            s.version += 1
+            s.last_commit = commit.commit_id
+            s.blob = commit.blob
+            s.updated_at = commit.updated_at
+            s.selection = commit.selection
+            s.status = commit.status
+            s.events.append(EventEntry(s.version, commit.events))
+            s.names.update(commit.names)
+        if commit.producer is not None and pairs:
+            for seq, response in pairs:
+                s.responses[(commit.producer, seq)] = response
+                s.responses.pop((commit.producer, seq - self._replay_window), None)
+            s.producers[commit.producer] = pairs[-1][0]
+        if commit.state_changed and commit.notify:
+            self._broadcaster.publish(stream_id, commit.notify)
         return s.version
 
     async def events(self, stream_id: str, from_version: int, count: int) -> list[EventEntry]:
@@ -116,6 +131,19 @@ class InMemoryStore:
 
     async def delete(self, stream_id: str) -> bool:
         return self._streams.pop(stream_id, None) is not None
+
+    @asynccontextmanager
+    async def subscribe(self, stream_id: str) -> AsyncIterator[Subscription]:
+        sub = Subscription(stream_id)
+        self._broadcaster.add(stream_id, sub)
+        try:
+            yield sub
+        finally:
+            self._broadcaster.remove(stream_id, sub)
+
+    def subscribers(self, stream_id: str) -> int:
+        """Local subscriptions of a stream (for tests and metrics)."""
+        return self._broadcaster.count(stream_id)
 
 
 __all__ = ["InMemoryStore"]

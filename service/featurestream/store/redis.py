@@ -6,13 +6,21 @@ hash (last seq), the stored-responses hash and the names set, all under one
 hash tag. Writes are Lua scripts, so each is atomic on the server; the commit
 script is a compare-and-set on (incarnation, version). Redis errors become
 StoreUnavailable here and nowhere else.
+
+Selection notifications: the commit script PUBLISHes on the stream's channel.
+Each process keeps one pub/sub connection (:class:`PubSubHub`) subscribed to
+the channels its local listeners want, and fans messages out to them; it
+reconnects on its own and then tells every listener to re-read (RESYNC), since
+messages sent while it was away are lost.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -22,8 +30,17 @@ from redis.backoff import ExponentialBackoff
 
 from featurestream.config import Settings
 from featurestream.errors import ConcurrentUpdate, StoreUnavailable, StreamExists, StreamNotFound
-from featurestream.store.base import Commit, EventEntry, StreamRecord, StreamSummary
+from featurestream.store.base import (
+    Broadcaster,
+    Commit,
+    EventEntry,
+    StreamRecord,
+    StreamSummary,
+    Subscription,
+)
 from featurestream.store.keys import index_key, response_field, stream_keys
+
+log = logging.getLogger("featurestream.store")
 
 # KEYS[1] meta  KEYS[2] state  KEYS[3] events  KEYS[4] producers  KEYS[5] responses
 # KEYS[6] names
@@ -47,38 +64,181 @@ return 1
 # KEYS[6] names
 # ARGV[1] commit id  ARGV[2] incarnation  ARGV[3] expected version  ARGV[4] state blob
 # ARGV[5] updated_at  ARGV[6] selection JSON  ARGV[7] status JSON  ARGV[8] events payload
-# ARGV[9] producer ('' = none)  ARGV[10] seq  ARGV[11] response  ARGV[12] replay window
-# ARGV[13] channel  ARGV[14] notification ('' = none)  ARGV[15..] new feature names
-# Returns the new version; -1 on a version/incarnation mismatch; -2 when the stream is gone.
-# A commit whose id is already recorded returns the current version (a retried call).
+# ARGV[9] producer ('' = none)  ARGV[10] number P of (seq, response) pairs
+# ARGV[11] replay window  ARGV[12] channel  ARGV[13] notification ('' = none)
+# ARGV[14] '1' when the state changes, '0' for a commit of producer records only
+# ARGV[15 .. 14+2P] seq_1, response_1, ..., seq_P, response_P (ascending; the producer's
+# last seq becomes seq_P)  ARGV[15+2P ..] new feature names
+# Returns the new version (the current one for a records-only commit); -1 on a
+# version/incarnation mismatch; -2 when the stream is gone. A commit whose id is already
+# recorded returns the current version (a retried call).
 COMMIT_LUA = """
 local meta = redis.call('HMGET', KEYS[1], 'version', 'incarnation', 'commit_id')
 if not meta[1] then return -2 end
 if meta[2] == ARGV[2] and meta[3] == ARGV[1] then return tonumber(meta[1]) end
 if meta[2] ~= ARGV[2] or tonumber(meta[1]) ~= tonumber(ARGV[3]) then return -1 end
-local v = tonumber(meta[1]) + 1
-redis.call('SET', KEYS[2], ARGV[4])
-redis.call('HSET', KEYS[1], 'version', v, 'updated_at', ARGV[5], 'selection', ARGV[6],
-           'status', ARGV[7], 'commit_id', ARGV[1])
-redis.call('XADD', KEYS[3], v .. '-0', 'e', ARGV[8])
-if ARGV[9] ~= '' then
-  redis.call('HSET', KEYS[4], ARGV[9], ARGV[10])
-  redis.call('HSET', KEYS[5], ARGV[9] .. '\\n' .. ARGV[10], ARGV[11])
-  local old = tonumber(ARGV[10]) - tonumber(ARGV[12])
-  if old > 0 then redis.call('HDEL', KEYS[5], ARGV[9] .. '\\n' .. old) end
+local v = tonumber(meta[1])
+local pairs_n = tonumber(ARGV[10])
+local first_name = 15 + 2 * pairs_n
+if ARGV[14] == '1' then
+  v = v + 1
+  redis.call('SET', KEYS[2], ARGV[4])
+  redis.call('HSET', KEYS[1], 'version', v, 'updated_at', ARGV[5], 'selection', ARGV[6],
+             'status', ARGV[7], 'commit_id', ARGV[1])
+  redis.call('XADD', KEYS[3], v .. '-0', 'e', ARGV[8])
+  local i = first_name
+  while i <= #ARGV do
+    local j = math.min(i + 999, #ARGV)
+    redis.call('SADD', KEYS[6], unpack(ARGV, i, j))
+    i = j + 1
+  end
 end
-local i = 15
-while i <= #ARGV do
-  local j = math.min(i + 999, #ARGV)
-  redis.call('SADD', KEYS[6], unpack(ARGV, i, j))
-  i = j + 1
+if ARGV[9] ~= '' and pairs_n > 0 then
+  local window = tonumber(ARGV[11])
+  for p = 0, pairs_n - 1 do
+    local seq = tonumber(ARGV[15 + 2 * p])
+    redis.call('HSET', KEYS[5], ARGV[9] .. '\\n' .. seq, ARGV[16 + 2 * p])
+    local old = seq - window
+    if old > 0 then redis.call('HDEL', KEYS[5], ARGV[9] .. '\\n' .. old) end
+  end
+  redis.call('HSET', KEYS[4], ARGV[9], ARGV[13 + 2 * pairs_n])
 end
-if ARGV[14] ~= '' then redis.call('PUBLISH', ARGV[13], ARGV[14]) end
+if ARGV[14] == '1' and ARGV[13] ~= '' then redis.call('PUBLISH', ARGV[12], ARGV[13]) end
 return v
 """
 
 _SUMMARY_FIELDS = ("info", "version", "updated_at", "selection", "status")
 _NAMES_CHUNK = 10_000
+
+
+class PubSubHub:
+    """One pub/sub connection per process, fanned out to local subscriptions.
+
+    A reader task owns the connection's reads. ``add`` subscribes a channel on
+    its first local listener and waits until Redis confirms, so a listener
+    misses nothing published after ``add`` returns; ``remove`` unsubscribes
+    the channel after its last one. When the connection fails, the reader
+    drops it, opens a new one with back-off, subscribes every wanted channel
+    again and sends RESYNC to every listener.
+    """
+
+    def __init__(
+        self, client: aioredis.Redis, *, confirm_timeout: float = 5.0, poll: float = 1.0
+    ) -> None:
+        self._client = client
+        self._confirm_timeout = confirm_timeout
+        self._poll = poll
+        self._broadcaster = Broadcaster()
+        self._pubsub: Any = None
+        self._task: asyncio.Task[None] | None = None
+        self._confirmed: dict[str, asyncio.Event] = {}
+        self._healthy = asyncio.Event()
+        self._closed = False
+        self.reconnects = 0
+
+    def listeners(self, channel: str) -> int:
+        return self._broadcaster.count(channel)
+
+    async def add(self, channel: str, sub: Subscription) -> None:
+        if self._closed:
+            raise StoreUnavailable("The store is closed.")
+        first = self._broadcaster.add(channel, sub)
+        event = self._confirmed.setdefault(channel, asyncio.Event())
+        try:
+            if first:
+                await self._subscribe(channel)
+            self._ensure_reader()
+            async with asyncio.timeout(self._confirm_timeout):
+                await event.wait()
+        except BaseException as exc:
+            await self.remove(channel, sub)
+            if isinstance(exc, (rex.RedisError, OSError, TimeoutError)):
+                raise StoreUnavailable(f"Redis pub/sub is unavailable: {exc!r}") from exc
+            raise
+
+    async def remove(self, channel: str, sub: Subscription) -> None:
+        if not self._broadcaster.remove(channel, sub):
+            return
+        self._confirmed.pop(channel, None)
+        if self._pubsub is not None:
+            # The reader notices a broken connection; here a failure only means the
+            # channel is dropped with it.
+            with suppress(rex.RedisError, OSError):
+                await self._pubsub.unsubscribe(channel)
+
+    async def _subscribe(self, *channels: str) -> None:
+        if self._pubsub is None:
+            self._pubsub = self._client.pubsub()
+        await self._pubsub.subscribe(*channels)
+        connection = self._pubsub.connection
+        if connection is not None:
+            # redis-py reconnects a pub/sub connection by itself (and subscribes again);
+            # whatever was published meanwhile is lost, so listeners must re-read.
+            connection.register_connect_callback(self._reconnected)
+
+    async def _reconnected(self, connection: Any) -> None:
+        self.reconnects += 1
+        self._broadcaster.resync_all()
+
+    def _ensure_reader(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self._read(), name="featurestream-pubsub"
+            )
+
+    async def _read(self) -> None:
+        backoff = 0.05
+        while not self._closed:
+            try:
+                if self._pubsub is None:
+                    wanted = self._broadcaster.keys()
+                    if not wanted:
+                        return
+                    await self._subscribe(*wanted)
+                    # Whatever was published while we were away is lost: listeners re-read.
+                    await self._reconnected(None)
+                message = await self._pubsub.get_message(timeout=self._poll)
+                backoff = 0.05
+            except asyncio.CancelledError:
+                raise
+            except (rex.RedisError, OSError, RuntimeError) as exc:
+                log.warning("selection notifications interrupted (%r); reconnecting", exc)
+                await self._drop()
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+                continue
+            if message is None:
+                continue
+            kind = message.get("type")
+            channel = message.get("channel")
+            name = channel.decode() if isinstance(channel, bytes) else str(channel)
+            if kind in (b"subscribe", "subscribe"):
+                event = self._confirmed.get(name)
+                if event is not None:
+                    event.set()
+            elif kind in (b"message", "message"):
+                self._broadcaster.publish(name, bytes(message["data"]))
+
+    async def _drop(self) -> None:
+        pubsub, self._pubsub = self._pubsub, None
+        for event in self._confirmed.values():
+            event.clear()
+        if pubsub is not None:
+            if pubsub.connection is not None:
+                # The connection goes back to the pool: it must not resync listeners later.
+                pubsub.connection.deregister_connect_callback(self._reconnected)
+            with suppress(Exception):
+                await pubsub.aclose()
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+        self._broadcaster.resync_all()
+        await self._drop()
 
 
 class RedisStore:
@@ -90,6 +250,7 @@ class RedisStore:
         self._replay_window = replay_window
         self._create = client.register_script(CREATE_LUA)
         self._commit = client.register_script(COMMIT_LUA)
+        self._hub: PubSubHub | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RedisStore:
@@ -130,7 +291,28 @@ class RedisStore:
         return None
 
     async def close(self) -> None:
+        if self._hub is not None:
+            await self._hub.close()
+            self._hub = None
         await self._redis.aclose()
+
+    @property
+    def hub(self) -> PubSubHub:
+        """This process's pub/sub connection (opened on the first subscription)."""
+        if self._hub is None:
+            self._hub = PubSubHub(self._redis)
+        return self._hub
+
+    @asynccontextmanager
+    async def subscribe(self, stream_id: str) -> AsyncIterator[Subscription]:
+        channel = stream_keys(self._prefix, stream_id).channel
+        sub = Subscription(stream_id)
+        hub = self.hub
+        await hub.add(channel, sub)
+        try:
+            yield sub
+        finally:
+            await hub.remove(channel, sub)
 
     async def ping(self) -> bool:
         try:
@@ -186,23 +368,27 @@ class RedisStore:
 
     async def commit(self, stream_id: str, commit: Commit) -> int:
         k = stream_keys(self._prefix, stream_id)
+        pairs = commit.seq_responses()
         args: list[Any] = [
             commit.commit_id,
             commit.incarnation,
             commit.expected_version,
-            commit.blob,
+            commit.blob if commit.state_changed else b"",
             commit.updated_at,
             commit.selection,
             commit.status,
             commit.events,
             commit.producer or "",
-            commit.seq if commit.seq is not None else 0,
-            commit.response,
+            len(pairs),
             self._replay_window,
             k.channel,
             commit.notify,
-            *commit.names,
+            1 if commit.state_changed else 0,
         ]
+        for seq, response in pairs:
+            args += [seq, response]
+        if commit.state_changed:
+            args += list(commit.names)
         async with self._guard():
             result = int(await self._commit(keys=list(k.all()), args=args))
         if result == -2:
@@ -214,7 +400,9 @@ class RedisStore:
     async def events(self, stream_id: str, from_version: int, count: int) -> list[EventEntry]:
         k = stream_keys(self._prefix, stream_id)
         async with self._guard():
-            rows = await self._redis.xrange(k.events, min=f"{max(from_version, 0)}-0", count=count)
+            rows: Any = await self._redis.xrange(
+                k.events, min=f"{max(from_version, 0)}-0", count=count
+            )
             if not rows and not await self._redis.exists(k.meta):
                 raise StreamNotFound(stream_id)
         return [EventEntry(int(eid.split(b"-")[0]), bytes(fields[b"e"])) for eid, fields in rows]
@@ -222,7 +410,7 @@ class RedisStore:
     async def stored_response(self, stream_id: str, producer: str, seq: int) -> bytes | None:
         k = stream_keys(self._prefix, stream_id)
         async with self._guard():
-            value = await self._redis.hget(k.responses, response_field(producer, seq))
+            value: Any = await self._redis.hget(k.responses, response_field(producer, seq))
         return None if value is None else bytes(value)
 
     async def known_names(self, stream_id: str, names: Sequence[str]) -> list[str]:
@@ -237,7 +425,8 @@ class RedisStore:
 
     async def list_streams(self) -> list[StreamSummary]:
         async with self._guard():
-            ids = sorted(m.decode() for m in await self._redis.smembers(index_key(self._prefix)))
+            members: Any = await self._redis.smembers(index_key(self._prefix))
+            ids = sorted(m.decode() for m in members)
             async with self._redis.pipeline(transaction=False) as pipe:
                 for sid in ids:
                     pipe.hmget(stream_keys(self._prefix, sid).meta, *_SUMMARY_FIELDS)
