@@ -197,6 +197,14 @@ def test_bad_frame_gets_an_error_then_the_socket_still_works(
         ws.send_json({"X": X[:1].tolist(), "y": y[:1].tolist()})
         again, _ = collect(ws, 1)
     assert again[0] == error
+    # Over HTTP the same (producer, seq) is answered with the same problem, not a 200.
+    r = client.post(
+        "/v1/streams/o/instances",
+        json={"producer": "p", "seq": 2, "X": X[:1].tolist(), "y": y[:1].tolist()},
+    )
+    assert r.status_code == error["error"]["status"]
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert r.headers["idempotent-replay"] == "true" and r.json() == error["error"]
 
 
 # --------------------------------------------------------------------------- resume

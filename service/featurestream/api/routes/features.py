@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
 from featurestream.api import bodies
 from featurestream.api.deps import EngineDep, StreamIdPath
+from featurestream.api.problems import PROBLEM_MEDIA_TYPE
 from featurestream.api.schemas import FeatureBatch, FeaturesAppended, GroupBatch
 from featurestream.errors import InvalidInput, UnsupportedMediaType
 from featurestream.streams import WriteResult
@@ -28,6 +30,15 @@ def _body_doc(model: str, npy: bool, npz: bool = False) -> dict[str, Any]:
 
 def written(result: WriteResult) -> Response:
     headers = {"Idempotent-Replay": "true"} if result.replayed else {}
+    if result.replayed and result.body.startswith(b'{"type":"error"'):
+        # The seq was used up by a refused WebSocket frame: answer with its problem.
+        problem = json.loads(result.body)["error"]
+        return Response(
+            json.dumps(problem),
+            status_code=int(problem["status"]),
+            media_type=PROBLEM_MEDIA_TYPE,
+            headers=headers,
+        )
     return Response(result.body, media_type="application/json", headers=headers)
 
 
