@@ -99,22 +99,19 @@ def truncate(v: Vector, B: int, work: Vector | None = None) -> None:
     >>> v
     array([ 0. , -1.5,  0. ,  0. ])
     """
-    d = v.shape[0]
-    # Counting a boolean mask is several times faster than counting floats.
-    if np.count_nonzero(v != 0.0) <= B:
+    a = np.abs(v, out=work) if work is not None else np.abs(v)
+    if np.count_nonzero(a) <= B:
         # Nothing to drop: at most B entries are non-zero already.
         return
-    a = np.abs(v, out=work) if work is not None else np.abs(v)
+    d = a.shape[0]
     thr = np.partition(a, d - B)[d - B]  # the B-th largest |v| (> 0 since nnz > B)
-    idx = np.flatnonzero(a >= thr)  # the B largest, plus any further ties at thr
-    if idx.shape[0] > B:
-        # Entries equal to thr fill the places left by lowest index (idx ascends).
-        above = a[idx] > thr
-        tie_rank = np.cumsum(~above)
-        idx = idx[above | (tie_rank <= B - int(np.count_nonzero(above)))]
-    vals = v[idx]
-    v.fill(0.0)
-    v[idx] = vals
+    keep = a >= thr  # the B largest, plus any further ties at thr
+    extra = int(np.count_nonzero(keep)) - B
+    if extra > 0:
+        # Entries equal to thr fill the places left by lowest index: drop the last ties.
+        ties = np.flatnonzero(a == thr)
+        keep[ties[ties.shape[0] - extra :]] = False
+    np.copyto(v, 0.0, where=~keep)
 
 
 class OFS(InstanceSelector[OFSParams, OFSState]):
