@@ -40,6 +40,11 @@ class Settings(BaseSettings):
     cache_streams: int = Field(
         256, ge=0, description="Streams whose decoded state a process keeps in memory."
     )
+    api_keys_file: str | None = Field(
+        None,
+        description="File of 'tenant:<sha256 hex of key>' lines; when set, every /v1 route "
+        "and the WebSocket need Authorization: Bearer <key>. Re-read on change or SIGHUP.",
+    )
     ws_max_inflight: int = Field(
         64,
         ge=1,

@@ -132,6 +132,15 @@ class UnsupportedMediaType(FeatureStreamError):
         return {"supported": list(self.supported)}
 
 
+class Unauthorized(FeatureStreamError):
+    """API keys are configured and the request has no valid one."""
+
+    def __init__(
+        self, message: str = "A valid API key is required: Authorization: Bearer <key>."
+    ) -> None:
+        super().__init__(message)
+
+
 class StoreUnavailable(FeatureStreamError):
     """The state store cannot be reached; the operation may be retried later."""
 
@@ -152,6 +161,7 @@ __all__ = [
     "StoreUnavailable",
     "StreamExists",
     "StreamNotFound",
+    "Unauthorized",
     "UnsupportedMediaType",
     "WrongStreamKind",
 ]

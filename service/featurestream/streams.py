@@ -55,6 +55,11 @@ MAX_NAME_LENGTH = 1024
 T = TypeVar("T")
 
 
+def new_stream_id() -> str:
+    """A fresh stream id for a create request that names none."""
+    return f"s-{uuid.uuid4().hex[:16]}"
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -178,6 +183,8 @@ class StreamEngine:
         params: dict[str, Any] | None,
         target: Sequence[float] | None,
         feature_names: Sequence[str] | None,
+        public_id: str | None = None,
+        tenant: str | None = None,
     ) -> dict[str, Any]:
         cls = REGISTRY.get(algorithm)
         if cls is None:
@@ -186,7 +193,7 @@ class StreamEngine:
                 field="algorithm",
             )
         resolved = cls.params_type.from_mapping(params)
-        sid = stream_id or f"s-{uuid.uuid4().hex[:16]}"
+        sid = stream_id or new_stream_id()
         if issubclass(cls, FeatureSelector):
             if target is None:
                 raise InvalidInput(f"{algorithm} streams need a target.", field="target")
@@ -215,7 +222,8 @@ class StreamEngine:
             size = {"n_features": len(feature_names)}
         now = _iso(self._clock())
         info = {
-            "id": sid,
+            "id": public_id or sid,
+            **({"tenant": tenant} if tenant is not None else {}),
             "algorithm": algorithm,
             "kind": cls.kind,
             "params": resolved.to_dict(),
@@ -239,8 +247,11 @@ class StreamEngine:
     async def get(self, stream_id: str) -> dict[str, Any]:
         return _resource(await self.store.summary(stream_id))
 
-    async def list(self) -> list[dict[str, Any]]:
-        return [_resource(s) for s in await self.store.list_streams()]
+    async def list(self, tenant: str | None = None) -> list[dict[str, Any]]:
+        """The streams of ``tenant`` (None: the streams created without a tenant)."""
+        return [
+            _resource(s) for s in await self.store.list_streams() if s.info.get("tenant") == tenant
+        ]
 
     async def delete(self, stream_id: str) -> bool:
         async with self._lock(stream_id):
@@ -801,5 +812,6 @@ __all__ = [
     "FramesResult",
     "StreamEngine",
     "WriteResult",
+    "new_stream_id",
     "utcnow",
 ]

@@ -271,11 +271,13 @@ def render(directory: Path) -> list[dict[str, Any]]:
             }
         )
     for gen in kz.get("secretGenerator", []):
-        assert set(gen) <= {"name", "literals", "type"}, gen
+        assert set(gen) <= {"name", "literals", "files", "type"}, gen
         data = {}
         for lit in gen.get("literals", []):
             key, _, value = lit.partition("=")
             data[key] = base64.b64encode(value.encode()).decode()
+        for name in gen.get("files", []):
+            data[Path(name).name] = base64.b64encode((directory / name).read_bytes()).decode()
         docs.append(
             {
                 "apiVersion": "v1",

@@ -67,6 +67,7 @@ def test_overlay_renders_the_expected_resources(name: str) -> None:
         "ConfigMap/featurestream-config",
         "Deployment/featurestream",
         "PodDisruptionBudget/featurestream",
+        "Secret/featurestream-api-keys",
         "Service/featurestream",
     ]
     store = [
@@ -87,8 +88,8 @@ def test_deployment_runs_several_stateless_replicas(name: str) -> None:
     spec = deployment(m.overlay(name))["spec"]
     assert spec["replicas"] >= 2
     assert spec["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
-    assert not spec["template"]["spec"].get("volumes", []) or all(
-        "emptyDir" in v for v in spec["template"]["spec"]["volumes"]
+    assert all(
+        "emptyDir" in v or "secret" in v for v in spec["template"]["spec"].get("volumes", [])
     ), "replicas are stateless: no persistent volume"
 
 
@@ -152,7 +153,7 @@ def test_store_url_secret_points_at_the_redis_service() -> None:
 
 def test_external_overlay_generates_no_store_secret() -> None:
     docs = m.overlay("external-redis")
-    assert not m.find(docs, "Secret")
+    assert [d["metadata"]["name"] for d in m.find(docs, "Secret")] == ["featurestream-api-keys"]
     assert not m.find(docs, "StatefulSet")
 
 
@@ -234,12 +235,22 @@ def test_network_policy_admits_only_the_api_pods_to_redis() -> None:
     assert not m.matches(source["podSelector"]["matchLabels"], pod_labels(sts))
 
 
-def test_planned_api_keys_section_is_commented_out() -> None:
-    for path in (m.DEPLOY / "base" / "deployment.yaml", m.DEPLOY / "base" / "kustomization.yaml"):
-        text = path.read_text()
-        assert "PLANNED" in text and "featurestream-api-keys" in text
-        parsed = yaml.safe_dump(list(yaml.safe_load_all(text)))
-        assert "api-keys" not in parsed, f"{path.name}: the API-keys section must stay commented"
+@OVERLAYS
+def test_api_keys_file_is_the_mounted_secret(name: str) -> None:
+    from featurestream.api.auth import parse_keys
+
+    docs = m.overlay(name)
+    env = m.one(docs, "ConfigMap", "featurestream-config")["data"]
+    path = env[f"{m.ENV_PREFIX}API_KEYS_FILE"]
+    pod = deployment(docs)["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    mount = next(v for v in container["volumeMounts"] if path.startswith(v["mountPath"] + "/"))
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    secret = m.one(docs, "Secret", volume["secret"]["secretName"])
+    key = path[len(mount["mountPath"]) + 1 :]
+    text = base64.b64decode(secret["data"][key]).decode()
+    # The shipped file parses (so pods start) and holds no key: access is opt-in.
+    assert parse_keys(text) == ()
 
 
 def test_renderer_rejects_kustomize_features_it_does_not_model(tmp_path: Any) -> None:
@@ -275,8 +286,12 @@ def test_kubectl_kustomize_renders_what_the_checks_read(name: str) -> None:
     assert sorted(strip(d) for d in real) == sorted(key(d) for d in ours)
     for d in real:
         match = next(o for o in ours if key(o) == strip(d))
-        if d["kind"] in ("ConfigMap", "Secret"):
+        if d["kind"] == "ConfigMap":
             assert d["data"] == match["data"]
+        elif d["kind"] == "Secret":
+            # kubectl wraps base64 lines; compare what the pods will read.
+            decoded = {k: base64.b64decode(v) for k, v in d["data"].items()}
+            assert decoded == {k: base64.b64decode(v) for k, v in match["data"].items()}
         elif d["kind"] == "Deployment":
             assert api_container([d])["image"] == api_container(ours)["image"]
             assert api_container([d])["readinessProbe"] == api_container(ours)["readinessProbe"]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -13,6 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from featurestream import __version__
 from featurestream.api import problems, schemas
+from featurestream.api.auth import KeyRing
 from featurestream.api.metrics import Metrics, MetricsMiddleware
 from featurestream.api.routes import features, instances, ops, selection, streams, ws
 from featurestream.config import Settings
@@ -59,8 +62,12 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
     settings = settings or Settings()
     metrics = Metrics()
 
+    # Fail at startup, not on the first request, when the keys file is unusable.
+    keys = KeyRing.from_file(settings.api_keys_file) if settings.api_keys_file else KeyRing()
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        _reload_keys_on_sighup(keys)
         st = store if store is not None else open_store(settings)
         await st.open()
         app.state.engine = StreamEngine(st, settings)
@@ -84,6 +91,7 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
     )
     app.state.settings = settings
     app.state.metrics = metrics
+    app.state.keys = keys
     problems.install(app)
     for module in (streams, features, instances, selection, ws, ops):
         app.include_router(module.router)
@@ -109,6 +117,17 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+def _reload_keys_on_sighup(keys: KeyRing) -> None:
+    if not keys.enabled:
+        return
+    try:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, keys.reload)
+    except (NotImplementedError, RuntimeError, ValueError):
+        # Not the main thread (tests), or a platform without SIGHUP: the file
+        # watch (checked on requests) still rotates keys.
+        log.debug("SIGHUP reload of API keys unavailable here")
 
 
 def app_from_env() -> FastAPI:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Path, Request
+from fastapi import Depends, Request
 
+from featurestream.api.tenancy import STREAM_ID_PATTERN, StreamRef, TenantDep, current_tenant
 from featurestream.streams import StreamEngine
-
-STREAM_ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
 
 
 def get_engine(request: Request) -> StreamEngine:
@@ -17,6 +16,16 @@ def get_engine(request: Request) -> StreamEngine:
 
 
 EngineDep = Annotated[StreamEngine, Depends(get_engine)]
-StreamIdPath = Annotated[str, Path(pattern=STREAM_ID_PATTERN, description="Stream id.")]
+# The stream named in the path, scoped to the caller's tenant (see api/tenancy.py).
+StreamIdPath = StreamRef
+# Every /v1 router requires a tenant when API keys are configured.
+AUTHENTICATED = [Depends(current_tenant)]
 
-__all__ = ["STREAM_ID_PATTERN", "EngineDep", "StreamIdPath", "get_engine"]
+__all__ = [
+    "AUTHENTICATED",
+    "STREAM_ID_PATTERN",
+    "EngineDep",
+    "StreamIdPath",
+    "TenantDep",
+    "get_engine",
+]

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from featurestream.api.tenancy import public_id
 from featurestream.codec import CodecError
 from featurestream.errors import (
     ConcurrentUpdate,
@@ -22,6 +23,7 @@ from featurestream.errors import (
     StoreUnavailable,
     StreamExists,
     StreamNotFound,
+    Unauthorized,
     UnsupportedMediaType,
     WrongStreamKind,
 )
@@ -40,6 +42,7 @@ PROBLEMS: dict[type[FeatureStreamError], tuple[int, str, str]] = {
     StreamExists: (409, "stream-exists", "Stream already exists"),
     SequenceConflict: (409, "sequence-conflict", "Out-of-order sequence number"),
     ConcurrentUpdate: (409, "concurrent-update", "Concurrent update"),
+    Unauthorized: (401, "unauthorized", "Unauthorized"),
     PayloadTooLarge: (413, "payload-too-large", "Payload too large"),
     UnsupportedMediaType: (415, "unsupported-media-type", "Unsupported media type"),
     StoreUnavailable: (503, "store-unavailable", "State store unavailable"),
@@ -68,7 +71,16 @@ def problem_for(exc: FeatureStreamError) -> JSONResponse:
     else:
         status, suffix, title = 500, "internal-error", "Internal error"
     headers = {"Retry-After": "1"} if isinstance(exc, StoreUnavailable) else None
-    return problem(status, suffix, title, exc.message, headers, **exc.fields())
+    if isinstance(exc, Unauthorized):
+        headers = {"WWW-Authenticate": 'Bearer realm="featurestream"'}
+    fields = exc.fields()
+    detail = exc.message
+    if "stream_id" in fields:
+        # Stream ids are stored scoped by tenant; a problem shows the caller's own id.
+        shown = public_id(str(fields["stream_id"]))
+        detail = detail.replace(repr(fields["stream_id"]), repr(shown))
+        fields["stream_id"] = shown
+    return problem(status, suffix, title, detail, headers, **fields)
 
 
 MAX_ERRORS = 20

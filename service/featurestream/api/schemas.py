@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from featurestream.api.deps import STREAM_ID_PATTERN
+from featurestream.api.tenancy import STREAM_ID_PATTERN
 
 # Numbers are strict: "1.5" (a string) or true are errors, not coerced.
 Number = Annotated[float, Field(strict=True)]

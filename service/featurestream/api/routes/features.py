@@ -8,13 +8,13 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from featurestream.api import bodies
-from featurestream.api.deps import EngineDep, StreamIdPath
+from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath
 from featurestream.api.problems import PROBLEM_MEDIA_TYPE
 from featurestream.api.schemas import FeatureBatch, FeaturesAppended, GroupBatch
 from featurestream.errors import InvalidInput, UnsupportedMediaType
 from featurestream.streams import WriteResult
 
-router = APIRouter(prefix="/v1/streams", tags=["feature streams"])
+router = APIRouter(prefix="/v1/streams", tags=["feature streams"], dependencies=AUTHENTICATED)
 
 
 def _body_doc(model: str, npy: bool, npz: bool = False) -> dict[str, Any]:

@@ -6,12 +6,12 @@ import numpy as np
 from fastapi import APIRouter, Request, Response
 
 from featurestream.api import bodies
-from featurestream.api.deps import EngineDep, StreamIdPath
+from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath
 from featurestream.api.routes.features import _body_doc, written
 from featurestream.api.schemas import InstanceBatch, InstancesAppended
 from featurestream.errors import InvalidInput, UnsupportedMediaType
 
-router = APIRouter(prefix="/v1/streams", tags=["instance streams"])
+router = APIRouter(prefix="/v1/streams", tags=["instance streams"], dependencies=AUTHENTICATED)
 
 
 @router.post(

@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
 
-from featurestream.api.deps import EngineDep, StreamIdPath
+from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath
 from featurestream.api.schemas import EventsPublic, SelectionPublic, StatusPublic
 
-router = APIRouter(prefix="/v1/streams", tags=["selection"])
+router = APIRouter(prefix="/v1/streams", tags=["selection"], dependencies=AUTHENTICATED)
 
 
 @router.get(

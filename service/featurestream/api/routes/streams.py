@@ -7,7 +7,7 @@ import inspect
 
 from fastapi import APIRouter, Response
 
-from featurestream.api.deps import EngineDep, StreamIdPath
+from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath, TenantDep
 from featurestream.api.schemas import (
     AlgorithmPublic,
     AlgorithmsPublic,
@@ -15,10 +15,12 @@ from featurestream.api.schemas import (
     StreamPublic,
     StreamsPublic,
 )
+from featurestream.api.tenancy import scoped_id
 from featurestream.errors import StreamNotFound
 from featurestream.selectors import REGISTRY
+from featurestream.streams import new_stream_id
 
-router = APIRouter(prefix="/v1", tags=["streams"])
+router = APIRouter(prefix="/v1", tags=["streams"], dependencies=AUTHENTICATED)
 
 
 @router.get("/algorithms", response_model=AlgorithmsPublic)
@@ -47,9 +49,14 @@ async def list_algorithms() -> AlgorithmsPublic:
 
 
 @router.post("/streams", status_code=201, response_model=StreamPublic)
-async def create_stream(body: StreamCreate, engine: EngineDep, response: Response) -> StreamPublic:
+async def create_stream(
+    body: StreamCreate, engine: EngineDep, tenant: TenantDep, response: Response
+) -> StreamPublic:
+    public = body.id or new_stream_id()
     created = await engine.create(
-        stream_id=body.id,
+        stream_id=scoped_id(tenant, public),
+        public_id=public,
+        tenant=tenant,
         algorithm=body.algorithm,
         params=body.params,
         target=body.target,
@@ -60,8 +67,8 @@ async def create_stream(body: StreamCreate, engine: EngineDep, response: Respons
 
 
 @router.get("/streams", response_model=StreamsPublic)
-async def list_streams(engine: EngineDep) -> StreamsPublic:
-    return StreamsPublic(streams=[StreamPublic(**s) for s in await engine.list()])
+async def list_streams(engine: EngineDep, tenant: TenantDep) -> StreamsPublic:
+    return StreamsPublic(streams=[StreamPublic(**s) for s in await engine.list(tenant)])
 
 
 @router.get("/streams/{stream_id}", response_model=StreamPublic)

@@ -41,14 +41,15 @@ from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from featurestream.api import bodies, problems
-from featurestream.api.deps import STREAM_ID_PATTERN
 from featurestream.api.schemas import InstanceFrame
+from featurestream.api.tenancy import STREAM_ID_PATTERN, scoped_id, tenant_of
 from featurestream.errors import (
     FeatureStreamError,
     InvalidInput,
     SequenceConflict,
     StoreUnavailable,
     StreamNotFound,
+    Unauthorized,
     WrongStreamKind,
 )
 from featurestream.selectors import REGISTRY
@@ -542,6 +543,13 @@ async def stream_socket(websocket: WebSocket, stream_id: str) -> None:
                 f"Stream ids match {STREAM_ID_PATTERN}; got {stream_id[:40]!r}.", field="id"
             )
         producer, seq = _query(websocket)
+        # The key comes in the Authorization header, or as ?token= for clients
+        # (browsers) that cannot set headers on a WebSocket.
+        tenant = tenant_of(websocket, websocket.query_params.get("token"))
+    except Unauthorized as exc:
+        await websocket.send_text(render_error(exc, None).decode())
+        await websocket.close(CLOSE_POLICY, "unauthorized")
+        return
     except InvalidInput as exc:
         await websocket.send_text(render_error(exc, None).decode())
         await websocket.close(CLOSE_POLICY, "invalid query")
@@ -549,7 +557,7 @@ async def stream_socket(websocket: WebSocket, stream_id: str) -> None:
     session = Session(
         websocket,
         websocket.app.state.engine,
-        stream_id,
+        scoped_id(tenant, stream_id),
         producer=producer,
         max_inflight=settings.ws_max_inflight,
         group_max_frames=settings.ws_group_max_frames,
