@@ -46,6 +46,16 @@ class InvalidInput(FeatureStreamError, ValueError):
         return {"errors": [{"field": self.field, "message": self.message}]}
 
 
+class DuplicateNames(InvalidInput):
+    """New feature names that the stream has already seen (checked when committing)."""
+
+    def __init__(self, stream_id: str, names: list[str]) -> None:
+        shown = ", ".join(repr(n) for n in names)
+        super().__init__(f"Feature name(s) already in the stream: {shown}.", field="features")
+        self.stream_id = stream_id
+        self.names = names
+
+
 class WrongStreamKind(FeatureStreamError, TypeError):
     """The request does not fit the stream's kind (features vs instances)."""
 
@@ -153,6 +163,7 @@ class StoreUnavailable(FeatureStreamError):
 
 __all__ = [
     "ConcurrentUpdate",
+    "DuplicateNames",
     "FeatureStreamError",
     "InvalidInput",
     "InvalidParameter",

@@ -29,6 +29,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 import numpy as np
 import numpy.typing as npt
+import orjson
 
 from featurestream import codec
 from featurestream.config import Settings
@@ -69,7 +70,8 @@ def _iso(t: datetime) -> str:
 
 
 def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
+    # orjson: these documents hold a decision or event per column, on the hot path.
+    return orjson.dumps(obj)
 
 
 @dataclass
@@ -341,19 +343,12 @@ class StreamEngine:
             _check_names(names, field="features")
 
         async def prepare(live: _Live) -> list[str]:
-            if names is None:
-                tag = str(seq) if seq is not None else f"v{live.version + 1}"
-                chosen = [f"{tag}:{i}" for i in range(X.shape[0])]
-            else:
-                chosen = list(names)
-            known = await self.store.known_names(stream_id, chosen)
-            if known:
-                shown = ", ".join(repr(n) for n in known[:5])
-                raise InvalidInput(
-                    f"{len(known)} feature name(s) already in stream {stream_id!r}: {shown}.",
-                    field="features",
-                )
-            return chosen
+            # Names already in the stream are refused by the store's commit itself
+            # (atomically, with no round trip of its own): see DuplicateNames.
+            if names is not None:
+                return list(names)
+            tag = str(seq) if seq is not None else f"v{live.version + 1}"
+            return [f"{tag}:{i}" for i in range(X.shape[0])]
 
         def apply(live: _Live, chosen: list[str], version: int) -> tuple[dict[str, Any], _Outcome]:
             sel = live.selector
@@ -749,10 +744,15 @@ def _seq_conflict(producer: str, seq: int, last: int, problem: str) -> SequenceC
 
 def _check_names(names: Sequence[str], *, field: str) -> None:
     for i, name in enumerate(names):
-        if not isinstance(name, str) or not name or len(name) > MAX_NAME_LENGTH:
+        if (
+            not isinstance(name, str)
+            or not name
+            or len(name) > MAX_NAME_LENGTH
+            or not name.isprintable()
+        ):
             raise InvalidInput(
-                f"Feature names must be non-empty strings of at most {MAX_NAME_LENGTH} "
-                f"characters; item {i} is {str(name)[:40]!r}.",
+                f"Feature names must be non-empty printable strings of at most "
+                f"{MAX_NAME_LENGTH} characters; item {i} is {str(name)[:40]!r}.",
                 field=f"{field}[{i}]",
             )
     if len(set(names)) != len(names):
@@ -765,8 +765,8 @@ def _decision_events(d: Decision) -> list[dict[str, Any]]:
     main: dict[str, Any] = {
         "type": "accepted" if d.accepted else "rejected",
         "names": [d.feature],
-        "reason": None if d.reason is None else d.reason.value,
-        "score": d.to_json()["score"],
+        "reason": d.reason,
+        "score": d.score,
     }
     if d.by is not None:
         main["by"] = d.by
@@ -774,7 +774,7 @@ def _decision_events(d: Decision) -> list[dict[str, Any]]:
         main["group"] = d.group
     out = [main]
     for e in d.evicted:
-        out.append({"type": "evicted", "names": [e.feature], "reason": e.reason.value, "by": e.by})
+        out.append({"type": "evicted", "names": [e.feature], "reason": e.reason, "by": e.by})
     return out
 
 

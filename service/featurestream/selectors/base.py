@@ -309,12 +309,14 @@ class Decision:
     group: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        # On the hot path (one per column): the reason is a str already (StrEnum),
+        # and a non-finite score is left to the encoder, which writes null.
         out: dict[str, Any] = {
             "name": self.feature,
             "accepted": self.accepted,
-            "evicted": [e.feature for e in self.evicted],
-            "reason": None if self.reason is None else self.reason.value,
-            "score": _json_float(self.score),
+            "evicted": [e.feature for e in self.evicted] if self.evicted else [],
+            "reason": self.reason,
+            "score": self.score,
         }
         if self.by is not None:
             out["by"] = self.by

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from featurestream.errors import ConcurrentUpdate, StreamExists, StreamNotFound
+from featurestream.errors import ConcurrentUpdate, DuplicateNames, StreamExists, StreamNotFound
 from featurestream.store.base import (
     Broadcaster,
     Commit,
@@ -96,6 +96,9 @@ class InMemoryStore:
             raise ConcurrentUpdate(stream_id, commit.expected_version)
         pairs = commit.seq_responses()
         if commit.state_changed:
+            dups = [n for n in commit.names if n in s.names]
+            if dups:
+                raise DuplicateNames(stream_id, dups[:5])
             s.version += 1
             s.last_commit = commit.commit_id
             s.blob = commit.blob

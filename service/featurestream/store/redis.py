@@ -29,7 +29,13 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
 from featurestream.config import Settings
-from featurestream.errors import ConcurrentUpdate, StoreUnavailable, StreamExists, StreamNotFound
+from featurestream.errors import (
+    ConcurrentUpdate,
+    DuplicateNames,
+    StoreUnavailable,
+    StreamExists,
+    StreamNotFound,
+)
 from featurestream.store.base import (
     Broadcaster,
     Commit,
@@ -68,10 +74,11 @@ return 1
 # ARGV[11] replay window  ARGV[12] channel  ARGV[13] notification ('' = none)
 # ARGV[14] '1' when the state changes, '0' for a commit of producer records only
 # ARGV[15 .. 14+2P] seq_1, response_1, ..., seq_P, response_P (ascending; the producer's
-# last seq becomes seq_P)  ARGV[15+2P ..] new feature names
+# last seq becomes seq_P)  ARGV[15+2P] the new feature names, joined by newlines
 # Returns the new version (the current one for a records-only commit); -1 on a
-# version/incarnation mismatch; -2 when the stream is gone. A commit whose id is already
-# recorded returns the current version (a retried call).
+# version/incarnation mismatch; -2 when the stream is gone; {-3, name, ...} (up to five
+# names) when a new feature name is already in the stream, and then writes nothing. A
+# commit whose id is already recorded returns the current version (a retried call).
 COMMIT_LUA = """
 local meta = redis.call('HMGET', KEYS[1], 'version', 'incarnation', 'commit_id')
 if not meta[1] then return -2 end
@@ -79,17 +86,32 @@ if meta[2] == ARGV[2] and meta[3] == ARGV[1] then return tonumber(meta[1]) end
 if meta[2] ~= ARGV[2] or tonumber(meta[1]) ~= tonumber(ARGV[3]) then return -1 end
 local v = tonumber(meta[1])
 local pairs_n = tonumber(ARGV[10])
-local first_name = 15 + 2 * pairs_n
+local names = {}
 if ARGV[14] == '1' then
+  for name in string.gmatch(ARGV[15 + 2 * pairs_n], '[^\\n]+') do names[#names + 1] = name end
+  local dups = {}
+  local i = 1
+  while i <= #names do
+    local j = math.min(i + 999, #names)
+    local seen = redis.call('SMISMEMBER', KEYS[6], unpack(names, i, j))
+    for k = 1, #seen do
+      if seen[k] == 1 and #dups < 5 then dups[#dups + 1] = names[i + k - 1] end
+    end
+    i = j + 1
+  end
+  if #dups > 0 then
+    table.insert(dups, 1, -3)
+    return dups
+  end
   v = v + 1
   redis.call('SET', KEYS[2], ARGV[4])
   redis.call('HSET', KEYS[1], 'version', v, 'updated_at', ARGV[5], 'selection', ARGV[6],
              'status', ARGV[7], 'commit_id', ARGV[1])
   redis.call('XADD', KEYS[3], v .. '-0', 'e', ARGV[8])
-  local i = first_name
-  while i <= #ARGV do
-    local j = math.min(i + 999, #ARGV)
-    redis.call('SADD', KEYS[6], unpack(ARGV, i, j))
+  i = 1
+  while i <= #names do
+    local j = math.min(i + 999, #names)
+    redis.call('SADD', KEYS[6], unpack(names, i, j))
     i = j + 1
   end
 end
@@ -387,10 +409,12 @@ class RedisStore:
         ]
         for seq, response in pairs:
             args += [seq, response]
-        if commit.state_changed:
-            args += list(commit.names)
+        args.append("\n".join(commit.names) if commit.state_changed else "")
         async with self._guard():
-            result = int(await self._commit(keys=list(k.all()), args=args))
+            reply: Any = await self._commit(keys=list(k.all()), args=args)
+        if isinstance(reply, list):
+            raise DuplicateNames(stream_id, [bytes(n).decode() for n in reply[1:]])
+        result = int(reply)
         if result == -2:
             raise StreamNotFound(stream_id)
         if result == -1:
