@@ -31,6 +31,24 @@ class Settings(BaseSettings):
         pattern=r"^[A-Za-z0-9._:-]+$",
     )
     max_request_bytes: int = Field(256 * 1024 * 1024, ge=1024, description="413 beyond this.")
+    max_columns_per_request: int = Field(
+        200_000, ge=1, description="Feature columns in one request (413 beyond)."
+    )
+    max_instances_per_request: int = Field(
+        100_000, ge=1, description="Instances in one HTTP batch or WebSocket frame (413 beyond)."
+    )
+    max_name_length: int = Field(
+        1024, ge=1, le=65536, description="Characters of a feature name (422 beyond)."
+    )
+    max_streams_per_tenant: int = Field(
+        10_000,
+        ge=1,
+        description="Streams one tenant may hold (429 beyond); without API "
+        "keys, the streams of the whole server.",
+    )
+    body_timeout: float = Field(
+        60.0, gt=0, description="Seconds to receive a request body (408 when a client stalls)."
+    )
     replay_window: int = Field(
         1000, ge=1000, description="Stored responses kept per producer for seq replays."
     )

@@ -151,6 +151,33 @@ class Unauthorized(FeatureStreamError):
         super().__init__(message)
 
 
+class LimitExceeded(FeatureStreamError):
+    """A request goes beyond a configured limit (columns, instances, streams...)."""
+
+    status = 413
+    type_suffix = "limit-exceeded"
+
+    def __init__(self, message: str, *, limit: str, maximum: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.maximum = maximum
+
+    def fields(self) -> dict[str, Any]:
+        return {"limit": self.limit, "maximum": self.maximum}
+
+
+class QuotaExceeded(LimitExceeded):
+    """A tenant has as many streams as it may have."""
+
+
+class RequestTimeout(FeatureStreamError):
+    """The client did not send its body in time."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"The request body did not arrive within {seconds:g} s.")
+        self.seconds = seconds
+
+
 class StoreUnavailable(FeatureStreamError):
     """The state store cannot be reached; the operation may be retried later."""
 
@@ -167,7 +194,10 @@ __all__ = [
     "FeatureStreamError",
     "InvalidInput",
     "InvalidParameter",
+    "LimitExceeded",
     "PayloadTooLarge",
+    "QuotaExceeded",
+    "RequestTimeout",
     "SequenceConflict",
     "StoreUnavailable",
     "StreamExists",

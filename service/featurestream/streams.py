@@ -37,6 +37,8 @@ from featurestream.errors import (
     ConcurrentUpdate,
     FeatureStreamError,
     InvalidInput,
+    LimitExceeded,
+    QuotaExceeded,
     SequenceConflict,
     StoreUnavailable,
     WrongStreamKind,
@@ -52,7 +54,6 @@ from featurestream.selectors.base import (
 from featurestream.store.base import Commit, StateStore, StreamSummary, Subscription
 
 Clock = Callable[[], datetime]
-MAX_NAME_LENGTH = 1024
 T = TypeVar("T")
 
 
@@ -196,6 +197,14 @@ class StreamEngine:
             )
         resolved = cls.params_type.from_mapping(params)
         sid = stream_id or new_stream_id()
+        quota = self.settings.max_streams_per_tenant
+        if len(await self.list(tenant)) >= quota:
+            raise QuotaExceeded(
+                f"This tenant already has {quota} streams, the most it may hold; delete "
+                "streams it no longer needs.",
+                limit="max_streams_per_tenant",
+                maximum=quota,
+            )
         if issubclass(cls, FeatureSelector):
             if target is None:
                 raise InvalidInput(f"{algorithm} streams need a target.", field="target")
@@ -219,7 +228,9 @@ class StreamEngine:
                     f"{algorithm} is an instance-stream algorithm; it takes no target.",
                     field="target",
                 )
-            _check_names(feature_names, field="feature_names")
+            _check_names(
+                feature_names, field="feature_names", max_length=self.settings.max_name_length
+            )
             selector = await anyio.to_thread.run_sync(cls.start, resolved, list(feature_names))
             size = {"n_features": len(feature_names)}
         now = _iso(self._clock())
@@ -339,8 +350,16 @@ class StreamEngine:
         seq: int | None = None,
     ) -> WriteResult:
         """Append b feature columns (``X`` is ``(b, n)`` feature-major), in order."""
+        limit = self.settings.max_columns_per_request
+        if X.shape[0] > limit:
+            raise LimitExceeded(
+                f"{X.shape[0]} columns in one request; at most {limit} are accepted "
+                "(split the request).",
+                limit="max_columns_per_request",
+                maximum=limit,
+            )
         if names is not None:
-            _check_names(names, field="features")
+            _check_names(names, field="features", max_length=self.settings.max_name_length)
 
         async def prepare(live: _Live) -> list[str]:
             # Names already in the stream are refused by the store's commit itself
@@ -384,6 +403,7 @@ class StreamEngine:
         seq: int | None = None,
     ) -> WriteResult:
         """Apply a batch of instances (``X`` is ``(m, d)``) as one batch."""
+        self._check_instances(X.shape[0])
 
         async def prepare(live: _Live) -> None:
             return None
@@ -430,6 +450,16 @@ class StreamEngine:
         that leaves a gap ends the group with a fatal result.
         """
 
+        checked: list[Frame] = []
+        for f in frames:
+            try:
+                if f.X is not None:
+                    self._check_instances(f.X.shape[0])
+                checked.append(f)
+            except LimitExceeded as exc:
+                checked.append(Frame(f.seq, error=exc))
+        frames = checked
+
         async def attempt(live: _Live) -> _Attempt[FramesResult]:
             last = live.producers.get(producer, 0)
             results: list[FrameResult] = []
@@ -472,6 +502,16 @@ class StreamEngine:
         return await self._transact(stream_id, "instances", producer, attempt)
 
     # ------------------------------------------------------------------ machinery
+
+    def _check_instances(self, m: int) -> None:
+        limit = self.settings.max_instances_per_request
+        if m > limit:
+            raise LimitExceeded(
+                f"{m} instances in one batch; at most {limit} are accepted (send smaller "
+                "batches or frames).",
+                limit="max_instances_per_request",
+                maximum=limit,
+            )
 
     def _outcome(
         self,
@@ -742,17 +782,17 @@ def _seq_conflict(producer: str, seq: int, last: int, problem: str) -> SequenceC
     )
 
 
-def _check_names(names: Sequence[str], *, field: str) -> None:
+def _check_names(names: Sequence[str], *, field: str, max_length: int) -> None:
     for i, name in enumerate(names):
         if (
             not isinstance(name, str)
             or not name
-            or len(name) > MAX_NAME_LENGTH
+            or len(name) > max_length
             or not name.isprintable()
         ):
             raise InvalidInput(
                 f"Feature names must be non-empty printable strings of at most "
-                f"{MAX_NAME_LENGTH} characters; item {i} is {str(name)[:40]!r}.",
+                f"{max_length} characters; item {i} is {str(name)[:40]!r}.",
                 field=f"{field}[{i}]",
             )
     if len(set(names)) != len(names):

@@ -19,7 +19,7 @@ from featurestream.api.auth import KeyRing
 from featurestream.api.metrics import Metrics, MetricsMiddleware
 from featurestream.api.routes import features, instances, ops, selection, streams, ws
 from featurestream.config import Settings
-from featurestream.errors import PayloadTooLarge
+from featurestream.errors import FeatureStreamError, PayloadTooLarge, RequestTimeout
 from featurestream.logs import RequestContextMiddleware
 from featurestream.store.base import StateStore, open_store
 from featurestream.streams import StreamEngine
@@ -28,11 +28,19 @@ log = logging.getLogger("featurestream")
 
 
 class BodyLimitMiddleware:
-    """413 for bodies over the limit: by Content-Length up front, or while reading."""
+    """413 for bodies over the limit (by Content-Length up front, or while reading), and
+    408 when the body does not arrive within the timeout.
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    When the limit or the timeout strikes mid-body, the app is told the client left
+    (``http.disconnect``) and the middleware answers the problem itself: however a
+    route reads its body (FastAPI's own parsing turns read errors into 400s), the
+    client gets the precise status.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int, timeout: float = 60.0) -> None:
         self.app = app
         self.limit = limit
+        self.timeout = timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -44,17 +52,40 @@ class BodyLimitMiddleware:
                 await response(scope, receive, send)
                 return
         received = 0
+        refused: FeatureStreamError | None = None
+        started = False
 
         async def limited() -> Message:
-            nonlocal received
-            message = await receive()
+            nonlocal received, refused
+            if refused is not None:
+                return {"type": "http.disconnect"}
+            try:
+                # A client that stalls mid-body would otherwise hold its buffers forever.
+                message = await asyncio.wait_for(receive(), self.timeout)
+            except TimeoutError:
+                refused = RequestTimeout(self.timeout)
+                return {"type": "http.disconnect"}
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.limit:
-                    raise PayloadTooLarge(self.limit)
+                    refused = PayloadTooLarge(self.limit)
+                    return {"type": "http.disconnect"}
             return message
 
-        await self.app(scope, limited, send)
+        async def guarded(message: Message) -> None:
+            nonlocal started
+            if refused is not None:
+                return  # the middleware answers instead
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited, guarded)
+        except Exception:
+            if refused is None:
+                raise
+        if refused is not None and not started:
+            await problems.problem_for(refused)(scope, receive, send)
 
 
 def create_app(settings: Settings | None = None, *, store: StateStore | None = None) -> FastAPI:
@@ -95,7 +126,9 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
     problems.install(app)
     for module in (streams, features, instances, selection, ws, ops):
         app.include_router(module.router)
-    app.add_middleware(BodyLimitMiddleware, limit=settings.max_request_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware, limit=settings.max_request_bytes, timeout=settings.body_timeout
+    )
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     # Outermost: every log line of a request, and its response, carry the request id.
     app.add_middleware(RequestContextMiddleware)

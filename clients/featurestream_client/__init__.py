@@ -1,0 +1,98 @@
+"""featurestream_client: the Python client of a featurestream server.
+
+Speaks only the HTTP/WebSocket contract; never imports the server package.
+``Client`` and ``AsyncClient`` create streams and send columns, groups and
+instances; ``FeatureStreamSelector`` (needs scikit-learn) is a scikit-learn
+selector backed by a server stream. The guide is docs/client.md.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from featurestream_client.aio import AsyncClient, AsyncStream
+from featurestream_client.client import Client, Stream
+from featurestream_client.errors import (
+    ConcurrentUpdate,
+    ConnectionFailed,
+    FeatureStreamError,
+    InvalidInput,
+    InvalidParameter,
+    MalformedBody,
+    NotFound,
+    PayloadTooLarge,
+    SequenceConflict,
+    ServerError,
+    StoreUnavailable,
+    StreamExists,
+    StreamNotFound,
+    Unauthorized,
+    UnsupportedMediaType,
+    WebSocketClosed,
+    WrongStreamKind,
+)
+from featurestream_client.models import (
+    Algorithm,
+    Decision,
+    Event,
+    EventPage,
+    FeaturesResult,
+    InstancesResult,
+    SelectedFeature,
+    Selection,
+    StreamInfo,
+)
+from featurestream_client.retry import RetryPolicy
+from featurestream_client.ws import WebSocketUnavailable
+
+if TYPE_CHECKING:
+    from featurestream_client.sklearn import FeatureStreamSelector
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # scikit-learn is optional: import the adapter only when it is asked for.
+    if name == "FeatureStreamSelector":
+        from featurestream_client.sklearn import FeatureStreamSelector
+
+        return FeatureStreamSelector
+    raise AttributeError(f"module 'featurestream_client' has no attribute {name!r}")
+
+
+__all__ = [
+    "Algorithm",
+    "AsyncClient",
+    "AsyncStream",
+    "Client",
+    "ConcurrentUpdate",
+    "ConnectionFailed",
+    "Decision",
+    "Event",
+    "EventPage",
+    "FeatureStreamError",
+    "FeatureStreamSelector",
+    "FeaturesResult",
+    "InstancesResult",
+    "InvalidInput",
+    "InvalidParameter",
+    "MalformedBody",
+    "NotFound",
+    "PayloadTooLarge",
+    "RetryPolicy",
+    "SelectedFeature",
+    "Selection",
+    "SequenceConflict",
+    "ServerError",
+    "StoreUnavailable",
+    "Stream",
+    "StreamExists",
+    "StreamInfo",
+    "StreamNotFound",
+    "Unauthorized",
+    "UnsupportedMediaType",
+    "WebSocketClosed",
+    "WebSocketUnavailable",
+    "WrongStreamKind",
+    "__version__",
+]

@@ -1,0 +1,439 @@
+"""The client's logic, written once for the sync and the async client.
+
+Each operation is a generator that yields the HTTP :class:`Call` it needs and
+receives the :class:`Reply` (or has the typed error thrown into it); the sync
+and async clients only run these generators against their transports, with
+retries. Sequence numbering lives here too: each :class:`Producer` numbers its
+writes 1, 2, 3, ... and a write whose outcome is unknown (timeout, 5xx) makes
+the client ask the server for the producer's next ``seq`` before the next
+write, so nothing is applied twice and nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import numpy as np
+
+from featurestream_client import _data
+from featurestream_client.errors import (
+    FeatureStreamError,
+    InvalidInput,
+    SequenceConflict,
+    StreamExists,
+    StreamNotFound,
+    WrongStreamKind,
+)
+from featurestream_client.models import (
+    Algorithm,
+    EventPage,
+    FeaturesResult,
+    InstancesResult,
+    Selection,
+    StreamInfo,
+)
+
+T = TypeVar("T")
+
+#: A sequence number no producer reaches: a write with it is refused as a gap,
+#: and the refusal names the producer's next expected seq (nothing is applied).
+PROBE_SEQ = 2**62
+
+
+@dataclass(frozen=True)
+class Call:
+    """One HTTP request an operation needs."""
+
+    method: str
+    path: str
+    json: Any = None
+    content: bytes | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    params: Mapping[str, Any] = field(default_factory=dict)
+    accept: frozenset[int] = frozenset()  # statuses >= 300 handed back instead of raised
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    headers: Mapping[str, str]
+    content: bytes
+    attempts: int = 1
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+    @property
+    def replayed(self) -> bool:
+        return self.headers.get("idempotent-replay", "").lower() == "true"
+
+
+Op = Generator[Call, Reply, T]
+
+
+@dataclass
+class Producer:
+    """A writer's name and the next ``seq`` it will use (None: ask the server first)."""
+
+    name: str
+    next_seq: int | None = 1
+
+
+def new_producer_name() -> str:
+    return f"py-{uuid.uuid4().hex[:16]}"
+
+
+@dataclass
+class Chunking:
+    """How large one request may grow."""
+
+    columns: int = 2000
+    bytes: int = 8 * 1024 * 1024
+    header_bytes: int = 8 * 1024
+
+    def __post_init__(self) -> None:
+        if self.columns < 1 or self.bytes < 1 or self.header_bytes < 1:
+            raise ValueError("chunk sizes must be >= 1")
+
+
+def stream_path(stream_id: str, tail: str = "") -> str:
+    return f"/v1/streams/{quote(stream_id, safe='')}{tail}"
+
+
+def attempts_of(exc: BaseException) -> int:
+    return int(getattr(exc, "attempts", 1))
+
+
+# ---------------------------------------------------------------- catalogue and streams
+
+
+def algorithms_op() -> Op[list[Algorithm]]:
+    reply = yield Call("GET", "/v1/algorithms")
+    return [Algorithm.from_json(a) for a in reply.json()["algorithms"]]
+
+
+def list_streams_op() -> Op[list[StreamInfo]]:
+    reply = yield Call("GET", "/v1/streams")
+    return [StreamInfo.from_json(s) for s in reply.json()["streams"]]
+
+
+def get_info_op(stream_id: str) -> Op[StreamInfo]:
+    reply = yield Call("GET", stream_path(stream_id))
+    return StreamInfo.from_json(reply.json())
+
+
+def target_list(target: Any) -> list[float]:
+    """The target vector as numbers; labels that are not numbers become codes 0..k-1."""
+    values = target.to_numpy() if hasattr(target, "to_numpy") else np.asarray(target)
+    values = np.asarray(values).reshape(-1)
+    if values.dtype.kind == "b":
+        values = values.astype(np.float64)
+    if values.dtype.kind not in "fiu":
+        # Class labels such as "yes"/"no": codes in sorted label order.
+        _, codes = np.unique(values.astype(str), return_inverse=True)
+        values = codes.astype(np.float64)
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        raise InvalidInput("The target is empty.")
+    if not np.isfinite(values).all():
+        raise InvalidInput("The target contains NaN or infinite values.")
+    return [float(v) for v in values.tolist()]
+
+
+def create_op(
+    algorithm: str,
+    *,
+    target: Any = None,
+    feature_names: Sequence[str] | None = None,
+    params: Mapping[str, Any] | None = None,
+    stream_id: str | None = None,
+) -> Op[StreamInfo]:
+    # The id is chosen here when not given, so a retry of a create whose answer
+    # was lost finds its own stream instead of creating a second one.
+    sid = stream_id or f"s-{uuid.uuid4().hex[:16]}"
+    body: dict[str, Any] = {"id": sid, "algorithm": algorithm, "params": dict(params or {})}
+    if target is not None:
+        body["target"] = target_list(target)
+    if feature_names is not None:
+        body["feature_names"] = [str(n) for n in feature_names]
+    try:
+        reply = yield Call("POST", "/v1/streams", json=body)
+    except StreamExists as exc:
+        if attempts_of(exc) > 1:
+            info = yield from get_info_op(sid)
+            size_matches = (target is None or info.n_instances == len(body["target"])) and (
+                feature_names is None or info.n_features == len(body["feature_names"])
+            )
+            if info.algorithm == algorithm and size_matches:
+                return info
+        raise
+    return StreamInfo.from_json(reply.json())
+
+
+def delete_op(stream_id: str) -> Op[None]:
+    try:
+        yield Call("DELETE", stream_path(stream_id))
+    except StreamNotFound as exc:
+        if attempts_of(exc) == 1:
+            raise
+        # An earlier attempt deleted it; its answer was lost.
+
+
+# ---------------------------------------------------------------- reads
+
+
+def selected_op(stream_id: str, etag: str | None = None) -> Op[tuple[Selection | None, str | None]]:
+    headers = {"If-None-Match": etag} if etag else {}
+    reply = yield Call(
+        "GET", stream_path(stream_id, "/selected"), headers=headers, accept=frozenset({304})
+    )
+    tag = reply.headers.get("etag", etag)
+    if reply.status == 304:
+        return None, tag
+    return Selection.from_json(reply.json()), tag
+
+
+def events_op(stream_id: str, after: str | None, limit: int) -> Op[EventPage]:
+    params: dict[str, Any] = {"limit": limit}
+    if after is not None:
+        params["after"] = after
+    reply = yield Call("GET", stream_path(stream_id, "/events"), params=params)
+    return EventPage.from_json(reply.json())
+
+
+def status_op(stream_id: str) -> Op[dict[str, Any]]:
+    reply = yield Call("GET", stream_path(stream_id, "/status"))
+    return dict(reply.json())
+
+
+# ---------------------------------------------------------------- writes
+
+
+@dataclass
+class StreamCore:
+    """What a stream handle knows: its id, its producer and (once read) its resource."""
+
+    id: str
+    producer: Producer
+    chunking: Chunking
+    info: StreamInfo | None = None
+
+    def info_op(self) -> Op[StreamInfo]:
+        if self.info is None:
+            self.info = yield from get_info_op(self.id)
+        return self.info
+
+    # -------------------------------------------------------- numbering
+
+    def resync_op(self) -> Op[int]:
+        """Ask the server for this producer's next seq, with a write it refuses as a gap."""
+        info = yield from self.info_op()
+        if info.kind == "features":
+            body: dict[str, Any] = {"features": []}
+            path = stream_path(self.id, "/features")
+        else:
+            body = {"X": [[0.0] * int(info.n_features or 1)]}
+            path = stream_path(self.id, "/instances")
+        body.update(producer=self.producer.name, seq=PROBE_SEQ)
+        try:
+            yield Call("POST", path, json=body)
+        except SequenceConflict as exc:
+            self.producer.next_seq = exc.expected_seq
+            return exc.expected_seq
+        # Only a producer already at PROBE_SEQ - 1 gets here: an empty, harmless write.
+        self.producer.next_seq = PROBE_SEQ + 1
+        return self.producer.next_seq
+
+    def write_op(self, build: Callable[[int], Call]) -> Op[Reply]:
+        """Send one numbered write; keep the producer's numbering exact whatever happens."""
+        if self.producer.next_seq is None:
+            yield from self.resync_op()
+        seq = self.producer.next_seq
+        assert seq is not None
+        try:
+            reply = yield build(seq)
+        except FeatureStreamError as exc:
+            unknown = exc.status is None or exc.status >= 500 or attempts_of(exc) > 1
+            if isinstance(exc, SequenceConflict) or unknown:
+                # Out of step, or an earlier try may have been applied: learn the next
+                # seq from the server before writing again.
+                self.producer.next_seq = None
+            # Any other 4xx was refused whole: the seq is still free for the next write.
+            raise
+        if reply.replayed and reply.attempts == 1:
+            # The first try of this seq was answered from the store: the producer
+            # name was used before by someone else, and this request was not applied.
+            self.producer.next_seq = None
+            raise SequenceConflict(
+                f"seq {seq} of producer {self.producer.name!r} was already used; this request "
+                "was not applied. Use a producer name of your own (or none: the client makes "
+                "one up).",
+                status=409,
+                type="/problems/sequence-conflict",
+                problem={"producer": self.producer.name, "expected_seq": seq},
+            )
+        self.producer.next_seq = seq + 1
+        return reply
+
+    def _check_kind(self, kind: str) -> None:
+        if self.info is not None and self.info.kind != kind:
+            raise WrongStreamKind(
+                f"Stream {self.id!r} is a {self.info.kind} stream; this call is for "
+                f"{kind} streams.",
+                problem={"stream_id": self.id, "kind": self.info.kind},
+            )
+
+    def _check_rows(self, n_rows: int) -> None:
+        n = None if self.info is None else self.info.n_instances
+        if n is not None and n_rows != n:
+            raise InvalidInput(
+                f"The columns have {n_rows} rows; stream {self.id!r} has {n} instances."
+            )
+
+    # -------------------------------------------------------- features
+
+    def add_features_op(
+        self,
+        data: Any,
+        names: Sequence[str] | None,
+        *,
+        chunk_columns: int | None = None,
+        chunk_bytes: int | None = None,
+    ) -> Op[FeaturesResult]:
+        cols = _data.as_columns(data, names)
+        if cols.n_cols == 0:
+            raise InvalidInput("No feature columns to add.")
+        self._check_kind("features")
+        self._check_rows(cols.n_rows)
+        chunks = _data.plan_chunks(
+            cols,
+            chunk_columns or self.chunking.columns,
+            chunk_bytes or self.chunking.bytes,
+            self.chunking.header_bytes,
+        )
+        path = stream_path(self.id, "/features")
+        parts: list[FeaturesResult] = []
+        for chunk in chunks:
+
+            def build(seq: int, chunk: _data.Chunk = chunk) -> Call:
+                body = _data.features_body(cols, chunk, self.producer.name, seq)
+                return Call("POST", path, content=body.content, headers=body.headers)
+
+            try:
+                reply = yield from self.write_op(build)
+            except FeatureStreamError as exc:
+                exc.partial = FeaturesResult.combine(parts)
+                raise
+            parts.append(FeaturesResult.from_json(reply.json(), reply.replayed))
+        return FeaturesResult.combine(parts)
+
+    def add_groups_op(
+        self,
+        groups: Any,
+        *,
+        chunk_columns: int | None = None,
+        chunk_bytes: int | None = None,
+    ) -> Op[FeaturesResult]:
+        parsed = _data.as_groups(groups)
+        if not parsed:
+            raise InvalidInput("No groups to add.")
+        self._check_kind("features")
+        self._check_rows(parsed[0].cols.n_rows)
+        plan = _data.plan_groups(
+            parsed, chunk_columns or self.chunking.columns, chunk_bytes or self.chunking.bytes
+        )
+        path = stream_path(self.id, "/groups")
+        parts: list[FeaturesResult] = []
+        for batch in plan:
+
+            def build(seq: int, batch: list[_data.Group] = batch) -> Call:
+                body = _data.groups_body(batch, self.producer.name, seq)
+                return Call("POST", path, content=body.content, headers=body.headers)
+
+            try:
+                reply = yield from self.write_op(build)
+            except FeatureStreamError as exc:
+                exc.partial = FeaturesResult.combine(parts)
+                raise
+            parts.append(FeaturesResult.from_json(reply.json(), reply.replayed))
+        return FeaturesResult.combine(parts)
+
+    # -------------------------------------------------------- instances
+
+    def add_instances_op(
+        self,
+        X: Any,
+        y: Any = None,
+        *,
+        batch_size: int | None = None,
+        chunk_bytes: int | None = None,
+    ) -> Op[InstancesResult]:
+        data = _data.as_instances(X, y)
+        self._check_kind("instances")
+        d = None if self.info is None else self.info.n_features
+        if d is not None and data.X.shape[1] != d:
+            raise InvalidInput(
+                f"X has {data.X.shape[1]} columns; stream {self.id!r} has {d} features."
+            )
+        if batch_size is not None and batch_size < 1:
+            raise InvalidInput(f"batch_size must be >= 1; got {batch_size}.")
+        chunks = _data.plan_rows(
+            data.X.shape[0], data.X.shape[1], batch_size, chunk_bytes or self.chunking.bytes
+        )
+        path = stream_path(self.id, "/instances")
+        parts: list[InstancesResult] = []
+        for chunk in chunks:
+
+            def build(seq: int, chunk: _data.Chunk = chunk) -> Call:
+                body = _data.instances_body(data, chunk, self.producer.name, seq)
+                return Call("POST", path, content=body.content, headers=body.headers)
+
+            try:
+                reply = yield from self.write_op(build)
+            except FeatureStreamError as exc:
+                exc.partial = InstancesResult.combine(parts)
+                raise
+            parts.append(InstancesResult.from_json(reply.json(), reply.replayed))
+        return InstancesResult.combine(parts)
+
+
+def parse_problem(status: int, content: bytes) -> dict[str, Any]:
+    """The problem document of an error answer (a minimal one when the body is not JSON)."""
+    try:
+        body = json.loads(content) if content else {}
+    except ValueError:
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    if "detail" not in body:
+        text = content.decode("utf-8", "replace").strip()[:200]
+        body.setdefault("detail", text or f"HTTP {status}")
+    body.setdefault("status", status)
+    return body
+
+
+__all__ = [
+    "PROBE_SEQ",
+    "Call",
+    "Chunking",
+    "Op",
+    "Producer",
+    "Reply",
+    "StreamCore",
+    "algorithms_op",
+    "create_op",
+    "delete_op",
+    "events_op",
+    "get_info_op",
+    "list_streams_op",
+    "new_producer_name",
+    "parse_problem",
+    "selected_op",
+    "status_op",
+    "stream_path",
+]

@@ -1,0 +1,447 @@
+"""Turning arrays, DataFrames and sparse matrices into request bodies.
+
+Everything is checked here before the first request is sent (numeric, finite,
+consistent lengths, unique names), so bad input fails on the client and
+changes nothing on the server. Dense columns travel as ``application/x-npy``
+(float64, names in ``X-Feature-Names``) when every name can sit in that
+comma-separated header; other names, and sparse columns, travel as JSON.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from featurestream_client.errors import InvalidInput
+
+NPY = "application/x-npy"
+Matrix = npt.NDArray[np.float64]
+
+# Rough JSON sizes, used only to keep requests under the byte budget.
+_JSON_NUMBER_BYTES = 24
+_JSON_SPARSE_ENTRY_BYTES = 34
+
+
+def _is_pandas(obj: Any) -> bool:
+    return type(obj).__module__.split(".", 1)[0] == "pandas"
+
+
+def _is_sparse(obj: Any) -> bool:
+    return (
+        type(obj).__module__.split(".", 1)[0] == "scipy"
+        and hasattr(obj, "tocsc")
+        and hasattr(obj, "nnz")
+    )
+
+
+def _finite_or_raise(values: Matrix, names: Sequence[str] | None, what: str) -> None:
+    if values.size and not np.isfinite(values).all():
+        axis_bad = ~np.isfinite(values)
+        if values.ndim == 2:
+            col = int(np.argmax(axis_bad.any(axis=0)))
+            label = names[col] if names is not None and col < len(names) else f"#{col}"
+            raise InvalidInput(f"{what} {label!r} contains NaN or infinite values.")
+        raise InvalidInput(f"{what} contains NaN or infinite values.")
+
+
+def _float_matrix(obj: Any, what: str) -> Matrix:
+    try:
+        arr = np.asarray(obj)
+    except Exception as exc:  # ragged nested lists and the like
+        raise InvalidInput(f"{what} is not a rectangular array of numbers: {exc}") from None
+    if arr.dtype.kind == "b":
+        arr = arr.astype(np.float64)
+    if arr.dtype.kind not in "fiu":
+        raise InvalidInput(f"{what} must hold numbers; got dtype {arr.dtype}.")
+    return np.asarray(arr, dtype=np.float64)
+
+
+def _frame_matrix(frame: Any, what: str) -> tuple[Matrix, list[str]]:
+    """A pandas DataFrame (or Series) as a float64 matrix and its column names."""
+    if not hasattr(frame, "columns"):  # a Series: one column
+        frame = frame.to_frame()
+    names = [str(c) for c in frame.columns]
+    for col, dtype in zip(names, frame.dtypes, strict=True):
+        kind = getattr(dtype, "kind", "O")
+        if kind not in "fiub":
+            raise InvalidInput(f"{what} column {col!r} is not numeric (dtype {dtype}).")
+    try:
+        values = frame.to_numpy(dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"{what} cannot be read as numbers: {exc}") from None
+    return np.asarray(values, dtype=np.float64), names
+
+
+@dataclass
+class Columns:
+    """Feature columns ready to send: dense ``(n, b)`` float64 or a canonical CSC matrix."""
+
+    n_rows: int
+    names: list[str] | None
+    dense: Matrix | None = None
+    csc: Any = None
+
+    @property
+    def n_cols(self) -> int:
+        if self.dense is not None:
+            return int(self.dense.shape[1])
+        return int(self.csc.shape[1])
+
+    def column_bytes(self, j: int) -> int:
+        """Approximate body bytes of column ``j`` (npy for dense, JSON for sparse)."""
+        if self.dense is not None:
+            return 8 * self.n_rows
+        nnz = int(self.csc.indptr[j + 1] - self.csc.indptr[j])
+        return 48 + _JSON_SPARSE_ENTRY_BYTES * nnz
+
+
+def as_columns(data: Any, names: Sequence[str] | None = None) -> Columns:
+    """Read ``data`` (n x b: numpy, pandas, scipy.sparse, nested lists) as b feature columns."""
+    what = "Feature data"
+    given = None if names is None else [str(n) for n in names]
+    if _is_sparse(data):
+        csc = data.tocsc(copy=True).astype(np.float64)
+        csc.sum_duplicates()  # canonical: sorted, unique row indices per column
+        csc.sort_indices()
+        if csc.ndim != 2:
+            raise InvalidInput(f"{what} must be 2-D (n rows x b columns).")
+        if csc.data.size and not np.isfinite(csc.data).all():
+            raise InvalidInput(f"{what} contains NaN or infinite values.")
+        cols = Columns(int(csc.shape[0]), given, csc=csc)
+    elif _is_pandas(data):
+        dense, frame_names = _frame_matrix(data, what)
+        cols = Columns(int(dense.shape[0]), given if given is not None else frame_names, dense)
+    else:
+        dense = _float_matrix(data, what)
+        if dense.ndim == 1:
+            dense = dense[:, None]
+        if dense.ndim != 2:
+            raise InvalidInput(f"{what} must be 2-D (n rows x b columns); got {dense.shape}.")
+        cols = Columns(int(dense.shape[0]), given, dense)
+    if cols.dense is not None:
+        _finite_or_raise(cols.dense, cols.names, "Column")
+    if cols.names is not None:
+        check_names(cols.names, cols.n_cols)
+    return cols
+
+
+def check_names(names: Sequence[str], count: int) -> None:
+    if len(names) != count:
+        raise InvalidInput(f"Got {len(names)} names for {count} columns.")
+    seen: set[str] = set()
+    for name in names:
+        if not name:
+            raise InvalidInput("Feature names must be non-empty strings.")
+        if name in seen:
+            raise InvalidInput(f"Feature name {name!r} appears twice.")
+        seen.add(name)
+
+
+def header_safe(name: str) -> bool:
+    """Whether a name survives the comma-separated ASCII ``X-Feature-Names`` header."""
+    return "," not in name and name == name.strip() and all(" " <= ch <= "~" for ch in name)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    start: int
+    stop: int
+
+
+def plan_chunks(
+    cols: Columns, max_columns: int, max_bytes: int, max_header_bytes: int
+) -> list[Chunk]:
+    """Consecutive column ranges, each within the column, body and header budgets."""
+    out: list[Chunk] = []
+    start, size, header = 0, 0, 0
+    for j in range(cols.n_cols):
+        col_bytes = cols.column_bytes(j)
+        name_bytes = len(cols.names[j]) + 1 if cols.names is not None else 0
+        full = j > start and (
+            j - start >= max_columns
+            or size + col_bytes > max_bytes
+            or header + name_bytes > max_header_bytes
+        )
+        if full:
+            out.append(Chunk(start, j))
+            start, size, header = j, 0, 0
+        size += col_bytes
+        header += name_bytes
+    if cols.n_cols > start:
+        out.append(Chunk(start, cols.n_cols))
+    return out
+
+
+def npy_bytes(arr: npt.NDArray[Any]) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(arr, dtype=np.float64), allow_pickle=False)
+    return buf.getvalue()
+
+
+def feature_json(cols: Columns, j: int, name: str, group: str | None = None) -> dict[str, Any]:
+    item: dict[str, Any] = {"name": name}
+    if cols.dense is not None:
+        item["values"] = cols.dense[:, j].tolist()
+    else:
+        lo, hi = int(cols.csc.indptr[j]), int(cols.csc.indptr[j + 1])
+        item["indices"] = cols.csc.indices[lo:hi].tolist()
+        item["data"] = cols.csc.data[lo:hi].tolist()
+    if group is not None:
+        item["group"] = group
+    return item
+
+
+@dataclass(frozen=True)
+class Body:
+    """A request body: raw bytes with a content type and extra headers."""
+
+    content: bytes
+    headers: dict[str, str]
+
+
+def dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
+
+
+def features_body(cols: Columns, chunk: Chunk, producer: str, seq: int) -> Body:
+    """One request of columns ``chunk``: npy when possible, else JSON."""
+    names = None if cols.names is None else cols.names[chunk.start : chunk.stop]
+    if cols.dense is not None and (names is None or all(header_safe(n) for n in names)):
+        headers = {"Content-Type": NPY, "X-Seq": str(seq), "X-Producer": producer}
+        if names is not None:
+            headers["X-Feature-Names"] = ",".join(names)
+        return Body(npy_bytes(cols.dense[:, chunk.start : chunk.stop]), headers)
+    # The server names unnamed npy columns "<seq>:<i>"; JSON columns get the same names.
+    chosen = names or [f"{seq}:{i}" for i in range(chunk.stop - chunk.start)]
+    features = [
+        feature_json(cols, j, name)
+        for j, name in zip(range(chunk.start, chunk.stop), chosen, strict=True)
+    ]
+    body = {"producer": producer, "seq": seq, "features": features}
+    return Body(dumps(body), {"Content-Type": "application/json"})
+
+
+# ---------------------------------------------------------------- groups
+
+
+@dataclass
+class Group:
+    name: str
+    cols: Columns
+
+    @property
+    def names(self) -> list[str]:
+        assert self.cols.names is not None
+        return self.cols.names
+
+
+def as_groups(groups: Any) -> list[Group]:
+    """``{"g1": data, ...}`` or ``[("g1", data), ...]`` as named, checked groups.
+
+    ``data`` is anything :func:`as_columns` reads, or a pair ``(data, names)``.
+    Columns of an array without names are called ``<group>:<i>``.
+    """
+    items = list(groups.items()) if hasattr(groups, "items") else list(groups)
+    out: list[Group] = []
+    seen: set[str] = set()
+    for item in items:
+        try:
+            gname, data = item
+        except (TypeError, ValueError):
+            raise InvalidInput(
+                "Groups are a mapping {name: data} or a list of (name, data) pairs."
+            ) from None
+        gname = str(gname)
+        if gname in seen:
+            raise InvalidInput(f"Group {gname!r} appears twice.")
+        seen.add(gname)
+        names = None
+        if isinstance(data, tuple) and len(data) == 2 and isinstance(data[1], (list, tuple)):
+            data, names = data
+        cols = as_columns(data, names)
+        if cols.names is None:
+            cols.names = [f"{gname}:{i}" for i in range(cols.n_cols)]
+        if cols.n_cols == 0:
+            raise InvalidInput(f"Group {gname!r} has no columns.")
+        out.append(Group(gname, cols))
+    names = [n for g in out for n in g.names]
+    if len(set(names)) != len(names):
+        dup = next(n for i, n in enumerate(names) if n in names[:i])
+        raise InvalidInput(f"Feature name {dup!r} appears in two groups.")
+    rows = {g.cols.n_rows for g in out}
+    if len(rows) > 1:
+        raise InvalidInput(f"Groups have different numbers of rows: {sorted(rows)}.")
+    return out
+
+
+def group_bytes(group: Group) -> int:
+    cols = group.cols
+    if cols.dense is not None:
+        return cols.n_cols * (48 + _JSON_NUMBER_BYTES * cols.n_rows)
+    return sum(cols.column_bytes(j) for j in range(cols.n_cols))
+
+
+def plan_groups(groups: Sequence[Group], max_columns: int, max_bytes: int) -> list[list[Group]]:
+    """Whole groups per request (a group is never split: it is decided as a whole)."""
+    out: list[list[Group]] = []
+    current: list[Group] = []
+    columns = size = 0
+    for g in groups:
+        b = group_bytes(g)
+        if current and (columns + g.cols.n_cols > max_columns or size + b > max_bytes):
+            out.append(current)
+            current, columns, size = [], 0, 0
+        current.append(g)
+        columns += g.cols.n_cols
+        size += b
+    if current:
+        out.append(current)
+    return out
+
+
+def groups_body(groups: Sequence[Group], producer: str, seq: int) -> Body:
+    body = {
+        "producer": producer,
+        "seq": seq,
+        "groups": [
+            {
+                "name": g.name,
+                "features": [feature_json(g.cols, j, n) for j, n in enumerate(g.names)],
+            }
+            for g in groups
+        ],
+    }
+    return Body(dumps(body), {"Content-Type": "application/json"})
+
+
+# ---------------------------------------------------------------- instances
+
+
+@dataclass
+class Instances:
+    X: Matrix
+    y: npt.NDArray[np.float64] | None
+
+
+def as_instances(X: Any, y: Any = None) -> Instances:
+    """Rows of ``X`` (m x d: numpy, pandas, scipy.sparse) and optional labels ``y`` (m)."""
+    if _is_sparse(X):
+        mat = np.asarray(X.toarray(), dtype=np.float64)
+    elif _is_pandas(X):
+        mat, _ = _frame_matrix(X, "X")
+    else:
+        mat = _float_matrix(X, "X")
+    if mat.ndim == 1:
+        mat = mat[None, :]
+    if mat.ndim != 2 or mat.shape[0] == 0:
+        raise InvalidInput(
+            f"X must be a non-empty 2-D array (m rows x d features); got {mat.shape}."
+        )
+    _finite_or_raise(mat, None, "X")
+    labels = None
+    if y is not None:
+        labels = _float_matrix(y.to_numpy() if _is_pandas(y) else y, "y").reshape(-1)
+        if labels.shape[0] != mat.shape[0]:
+            raise InvalidInput(f"y has {labels.shape[0]} labels for {mat.shape[0]} rows of X.")
+        _finite_or_raise(labels, None, "y")
+    return Instances(mat, labels)
+
+
+def plan_rows(m: int, d: int, batch_size: int | None, max_bytes: int) -> list[Chunk]:
+    per_row = 8 * (d + 1)
+    rows = max(1, max_bytes // per_row)
+    if batch_size is not None:
+        rows = min(rows, batch_size)
+    return [Chunk(lo, min(m, lo + rows)) for lo in range(0, m, rows)]
+
+
+def instances_body(data: Instances, chunk: Chunk, producer: str, seq: int) -> Body:
+    X = data.X[chunk.start : chunk.stop]
+    headers = {"Content-Type": NPY, "X-Seq": str(seq), "X-Producer": producer}
+    if data.y is not None:
+        X = np.column_stack([X, data.y[chunk.start : chunk.stop]])
+        headers["X-Label-Column"] = "last"
+    return Body(npy_bytes(X), headers)
+
+
+def iter_frames(
+    source: Any, y: Any, batch_size: int
+) -> Iterator[tuple[Matrix, npt.NDArray[np.float64] | None]]:
+    """Batches ``(X, y or None)`` of at most ``batch_size`` instances, as float64 arrays.
+
+    ``source`` is a 2-D array (with ``y`` for labels) or an iterable of
+    instances: ``x`` rows, ``(x, y)`` pairs, or ``(X_batch, y_batch)`` pairs.
+    """
+    if batch_size < 1:
+        raise InvalidInput(f"batch_size must be >= 1; got {batch_size}.")
+    if _is_sparse(source) or _is_pandas(source) or isinstance(source, np.ndarray):
+        data = as_instances(source, y)
+        for lo in range(0, data.X.shape[0], batch_size):
+            labels = None if data.y is None else data.y[lo : lo + batch_size]
+            yield data.X[lo : lo + batch_size], labels
+        return
+    if y is not None:
+        raise InvalidInput("With an iterable of instances, give the labels inside the items.")
+    rows: list[Matrix] = []
+    labels_buf: list[npt.NDArray[np.float64]] = []
+    count = 0
+    labelled: bool | None = None
+
+    def cut(k: int) -> tuple[Matrix, npt.NDArray[np.float64] | None]:
+        nonlocal rows, labels_buf, count
+        X = np.concatenate(rows) if len(rows) > 1 else rows[0]
+        yv = None
+        if labelled:
+            yv = np.concatenate(labels_buf) if len(labels_buf) > 1 else labels_buf[0]
+        rows = [X[k:]] if k < X.shape[0] else []
+        labels_buf = [yv[k:]] if yv is not None and k < yv.shape[0] else []
+        count -= k
+        return X[:k], (None if yv is None else yv[:k])
+
+    for item in source:
+        if isinstance(item, tuple) and len(item) == 2:
+            x, label = item
+        else:
+            x, label = item, None
+        if labelled is None:
+            labelled = label is not None
+        elif labelled != (label is not None):
+            raise InvalidInput("Either every item carries a label or none does.")
+        batch = as_instances(x, None if label is None else np.atleast_1d(np.asarray(label)))
+        if rows and batch.X.shape[1] != rows[0].shape[1]:
+            # Rows of another width travel in a frame of their own (the server refuses it).
+            yield cut(count)
+        rows.append(batch.X)
+        if batch.y is not None:
+            labels_buf.append(batch.y)
+        count += batch.X.shape[0]
+        while count >= batch_size:
+            yield cut(batch_size)
+    if count:
+        yield cut(count)
+
+
+__all__ = [
+    "NPY",
+    "Body",
+    "Chunk",
+    "Columns",
+    "Group",
+    "Instances",
+    "as_columns",
+    "as_groups",
+    "as_instances",
+    "features_body",
+    "groups_body",
+    "instances_body",
+    "iter_frames",
+    "plan_chunks",
+    "plan_groups",
+    "plan_rows",
+]

@@ -1,0 +1,238 @@
+"""Typed exceptions: one class per RFC 9457 problem ``type`` the server answers.
+
+The server maps its errors to problem documents (``status``, ``type``,
+``title``, ``detail`` and the error's own fields such as ``errors`` or
+``expected_seq``). :func:`error_from_problem` maps such a document back to the
+class named by the last segment of its ``type``, with every field attached, so
+``except featurestream_client.SequenceConflict as e: e.expected_seq`` works.
+Each class also subclasses the builtin it refines (``InvalidInput`` is a
+``ValueError``, ``StreamNotFound`` a ``LookupError``), as on the server.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class FeatureStreamError(Exception):
+    """Base class of every error the client raises on purpose.
+
+    Attributes
+    ----------
+    status : int or None
+        HTTP status of the answer (None for errors found by the client itself,
+        before anything was sent).
+    type : str or None
+        The problem ``type`` URI, e.g. ``/problems/invalid-input``.
+    title, detail : str or None
+        The problem's title and explanation.
+    errors : list of dict
+        For validation errors, the offending fields (``field``, ``message``).
+    problem : dict
+        The whole problem document as received (empty for client-side errors).
+    retryable : bool
+        Whether the same request may succeed later (the client retries these
+        itself according to its :class:`~featurestream_client.RetryPolicy`).
+    """
+
+    retryable: bool = False
+    #: For chunked writes: the result of the requests applied before this error.
+    partial: Any = None
+    #: How many times the failing request was sent.
+    attempts: int = 1
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        status: int | None = None,
+        type: str | None = None,
+        title: str | None = None,
+        errors: list[dict[str, Any]] | None = None,
+        problem: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.status = status
+        self.type = type
+        self.title = title
+        self.errors = list(errors or [])
+        self.problem = dict(problem or {})
+
+    def __getattr__(self, name: str) -> Any:
+        # Extension members of the problem document (limit_bytes, supported, kind...).
+        problem = self.__dict__.get("problem") or {}
+        if name in problem:
+            return problem[name]
+        raise AttributeError(name)
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+class InvalidParameter(FeatureStreamError, ValueError):
+    """A selector parameter is unknown or out of range (422 ``invalid-parameter``)."""
+
+
+class InvalidInput(FeatureStreamError, ValueError):
+    """Malformed data: wrong length, NaN/Inf, duplicate names... (422 ``invalid-input``)."""
+
+
+class MalformedBody(InvalidInput):
+    """The request body could not be parsed (400 ``malformed-body``)."""
+
+
+class WrongStreamKind(FeatureStreamError, TypeError):
+    """Feature columns sent to an instance stream or the reverse (409 ``wrong-stream-kind``)."""
+
+
+class StreamNotFound(FeatureStreamError, LookupError):
+    """No stream with this id (404 ``stream-not-found``)."""
+
+    @property
+    def stream_id(self) -> str | None:
+        value = self.problem.get("stream_id")
+        return None if value is None else str(value)
+
+
+class StreamExists(FeatureStreamError):
+    """A stream with this id already exists (409 ``stream-exists``)."""
+
+
+class SequenceConflict(FeatureStreamError):
+    """A producer's ``seq`` is out of order (409 ``sequence-conflict``).
+
+    ``expected_seq`` is the next number the server expects from ``producer``.
+    """
+
+    @property
+    def expected_seq(self) -> int:
+        return int(self.problem["expected_seq"])
+
+    @property
+    def producer(self) -> str:
+        return str(self.problem.get("producer", ""))
+
+
+class ConcurrentUpdate(FeatureStreamError):
+    """Another writer kept winning the commit (409 ``concurrent-update``); retryable."""
+
+    retryable = True
+
+
+class PayloadTooLarge(FeatureStreamError):
+    """The body exceeds the server's limit (413); lower the chunk size."""
+
+
+class UnsupportedMediaType(FeatureStreamError):
+    """The endpoint does not read this content type (415)."""
+
+
+class StoreUnavailable(FeatureStreamError):
+    """The server's state store is down (503 ``store-unavailable``); retryable."""
+
+    retryable = True
+
+
+class NotFound(FeatureStreamError, LookupError):
+    """No such route on the server (404 ``not-found``): a wrong URL or an older server."""
+
+
+class Unauthorized(FeatureStreamError):
+    """Missing or wrong API key (401)."""
+
+
+class ServerError(FeatureStreamError):
+    """The server failed (5xx other than ``store-unavailable``)."""
+
+
+class ConnectionFailed(FeatureStreamError):
+    """The server could not be reached, or did not answer in time, after every retry.
+
+    The outcome of the last write is unknown; the client resynchronises its
+    sequence numbers before the next write, so nothing is applied twice.
+    """
+
+    retryable = True
+
+
+class WebSocketClosed(FeatureStreamError):
+    """The WebSocket was closed by the server with a code that is not retried."""
+
+    def __init__(self, detail: str, *, code: int | None = None) -> None:
+        super().__init__(detail)
+        self.code = code
+
+
+BY_TYPE: dict[str, type[FeatureStreamError]] = {
+    "invalid-parameter": InvalidParameter,
+    "invalid-input": InvalidInput,
+    "malformed-body": MalformedBody,
+    "wrong-stream-kind": WrongStreamKind,
+    "stream-not-found": StreamNotFound,
+    "stream-exists": StreamExists,
+    "sequence-conflict": SequenceConflict,
+    "concurrent-update": ConcurrentUpdate,
+    "payload-too-large": PayloadTooLarge,
+    "unsupported-media-type": UnsupportedMediaType,
+    "store-unavailable": StoreUnavailable,
+    "not-found": NotFound,
+    "unauthorized": Unauthorized,
+}
+
+BY_STATUS: dict[int, type[FeatureStreamError]] = {
+    401: Unauthorized,
+    404: NotFound,
+    413: PayloadTooLarge,
+    415: UnsupportedMediaType,
+    503: StoreUnavailable,
+}
+
+
+def type_suffix(problem_type: str | None) -> str:
+    """The last path segment of a problem ``type`` (``/problems/x`` -> ``x``)."""
+    if not problem_type:
+        return ""
+    return problem_type.rstrip("/").rsplit("/", 1)[-1]
+
+
+def error_from_problem(status: int, problem: dict[str, Any]) -> FeatureStreamError:
+    """The typed exception for a problem document received with ``status``."""
+    suffix = type_suffix(problem.get("type"))
+    cls = BY_TYPE.get(suffix) or BY_STATUS.get(status)
+    if cls is None:
+        cls = ServerError if status >= 500 else FeatureStreamError
+    detail = problem.get("detail") or problem.get("title") or f"HTTP {status}"
+    errors = problem.get("errors")
+    return cls(
+        str(detail),
+        status=int(problem.get("status") or status),
+        type=problem.get("type"),
+        title=problem.get("title"),
+        errors=errors if isinstance(errors, list) else None,
+        problem=problem,
+    )
+
+
+__all__ = [
+    "BY_TYPE",
+    "ConcurrentUpdate",
+    "ConnectionFailed",
+    "FeatureStreamError",
+    "InvalidInput",
+    "InvalidParameter",
+    "MalformedBody",
+    "NotFound",
+    "PayloadTooLarge",
+    "SequenceConflict",
+    "ServerError",
+    "StoreUnavailable",
+    "StreamExists",
+    "StreamNotFound",
+    "Unauthorized",
+    "UnsupportedMediaType",
+    "WebSocketClosed",
+    "WrongStreamKind",
+    "error_from_problem",
+    "type_suffix",
+]

@@ -1,0 +1,244 @@
+"""The WebSocket side: pipelined instance frames and selection messages.
+
+:class:`InstanceFeed` is the bookkeeping of one ``stream_instances`` call,
+free of I/O: it numbers frames from the producer's next ``seq``, keeps at most
+``window`` frames un-acknowledged, records acks, errors and selection
+messages, and knows which frames to send again after a reconnect (the server
+acknowledges frames it had already applied without applying them again). The
+sync and async clients run it over a ``websockets`` connection.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+import numpy as np
+import numpy.typing as npt
+
+from featurestream_client._data import npy_bytes
+from featurestream_client.errors import (
+    FeatureStreamError,
+    NotFound,
+    Unauthorized,
+    WebSocketClosed,
+    error_from_problem,
+)
+from featurestream_client.models import InstancesResult, Selection
+
+OnError = Literal["raise", "skip"]
+
+#: Close codes after which the client reconnects and resumes (None: the
+#: connection dropped without a close frame).
+RESUMABLE_CLOSE_CODES = frozenset({None, 1000, 1001, 1006, 1011, 1012, 1013, 1014})
+
+
+class WebSocketUnavailable(NotFound):
+    """The server refused the WebSocket handshake (no such route, or WebSockets disabled)."""
+
+
+def ws_url(base_url: str, path: str, query: Mapping[str, Any] | None = None) -> str:
+    """``ws(s)://`` URL of ``path`` on the server at ``base_url``."""
+    parts = urlsplit(base_url)
+    scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
+    full = parts.path.rstrip("/") + path
+    q = urlencode({k: v for k, v in (query or {}).items() if v is not None})
+    return urlunsplit((scheme, parts.netloc, full, q, ""))
+
+
+def close_error(code: int | None, reason: str) -> FeatureStreamError:
+    """The error for a close the client does not resume after.
+
+    1008 (policy) covers refused keys, unknown streams and out-of-order frames;
+    the server says which in an ``error`` message before closing, which the
+    client raises instead when it got one.
+    """
+    return WebSocketClosed(
+        f"The server closed the WebSocket with code {code}: {reason or 'no reason given'}.",
+        code=code,
+    )
+
+
+def handshake_error(status: int | None, detail: str) -> FeatureStreamError:
+    if status in (401,):
+        return Unauthorized(f"WebSocket handshake refused: {detail}", status=status)
+    if status is not None and status < 500:
+        return WebSocketUnavailable(
+            f"The server has no WebSocket endpoint here (HTTP {status}): {detail}", status=status
+        )
+    return FeatureStreamError(f"WebSocket handshake failed: {detail}", status=status)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One numbered frame: JSON text, or an .npy array (labels in its last column)."""
+
+    seq: int
+    data: str | bytes
+
+
+class InstanceFeed:
+    """Frames of one ``stream_instances`` call, and what the server said about them.
+
+    Parameters
+    ----------
+    batches : iterator of (rows, labels or None)
+        The instances, already cut into frames.
+    first_seq : int
+        The producer's next seq: the number of the first frame.
+    window : int
+        Frames sent and not yet acknowledged, at most.
+    on_error : {"raise", "skip"}
+        ``raise``: after a refused frame, send nothing new, wait for the frames
+        in flight, then raise the frame's error. ``skip``: record it and go on.
+    on_selected : callable, optional
+        Called with each :class:`Selection` the server announces.
+    binary : bool
+        Send labelled batches as binary .npy frames (labels in the last
+        column), much cheaper to encode and decode than JSON. Batches without
+        labels always travel as JSON: a binary frame's last column would be
+        taken for labels by a supervised selector.
+    """
+
+    def __init__(
+        self,
+        batches: Iterator[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64] | None]],
+        first_seq: int,
+        window: int = 16,
+        on_error: OnError = "raise",
+        on_selected: Callable[[Selection], None] | None = None,
+        binary: bool = True,
+    ) -> None:
+        if window < 1:
+            raise ValueError(f"window must be >= 1; got {window}.")
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error must be 'raise' or 'skip'; got {on_error!r}.")
+        self._batches = batches
+        self.binary = binary
+        self.next_seq = first_seq
+        self.window = window
+        self.on_error = on_error
+        self.on_selected = on_selected
+        self.pending: OrderedDict[int, Frame] = OrderedDict()
+        self.exhausted = False
+        self.failure: FeatureStreamError | None = None
+        self.errors: list[FeatureStreamError] = []
+        self.acked: list[int] = []
+        self.version: int | None = None
+        self.instances_seen: int | None = None
+        self.selection: Selection | None = None
+
+    @property
+    def done(self) -> bool:
+        return (self.exhausted or self.failure is not None) and not self.pending
+
+    def take(self) -> list[Frame]:
+        """New frames that may be sent now (the window permitting)."""
+        out: list[Frame] = []
+        while not self.exhausted and self.failure is None and len(self.pending) < self.window:
+            try:
+                X, labels = next(self._batches)
+            except StopIteration:
+                self.exhausted = True
+                break
+            frame = Frame(self.next_seq, self._encode(X, labels))
+            self.pending[frame.seq] = frame
+            self.next_seq += 1
+            out.append(frame)
+        return out
+
+    def _encode(
+        self, X: npt.NDArray[np.float64], labels: npt.NDArray[np.float64] | None
+    ) -> str | bytes:
+        if labels is not None and self.binary:
+            return npy_bytes(np.column_stack([X, labels]))
+        body: dict[str, Any] = {"seq": self.next_seq, "X": X.tolist()}
+        if labels is not None:
+            body["y"] = labels.tolist()
+        return json.dumps(body, separators=(",", ":"), allow_nan=False)
+
+    def resume_seq(self) -> int:
+        """The ``seq`` to reconnect with: the first frame without an answer."""
+        return next(iter(self.pending)) if self.pending else self.next_seq
+
+    def unanswered(self) -> list[Frame]:
+        return list(self.pending.values())
+
+    def receive(self, message: str | bytes) -> None:
+        """Take in one server message."""
+        try:
+            msg = json.loads(message)
+        except ValueError:
+            raise FeatureStreamError(f"Unreadable WebSocket message: {message[:80]!r}") from None
+        if not isinstance(msg, dict):
+            raise FeatureStreamError(f"Unexpected WebSocket message: {msg!r}"[:200])
+        if "error" in msg:
+            problem = msg["error"] if isinstance(msg["error"], dict) else {"detail": msg["error"]}
+            error = error_from_problem(int(problem.get("status") or 400), problem)
+            seq = msg.get("seq")
+            error.seq = seq  # type: ignore[attr-defined]
+            if seq is None or int(seq) not in self.pending:
+                raise error  # about the connection, not one frame
+            # A refused frame uses up its seq and changes nothing.
+            del self.pending[int(seq)]
+            self.errors.append(error)
+            if self.on_error == "raise" and self.failure is None:
+                self.failure = error
+            return
+        if "ack" in msg:
+            seq = int(msg["ack"])
+            self.pending.pop(seq, None)  # an ack repeated after a resume is harmless
+            self.acked.append(seq)
+            if "version" in msg:
+                self.version = int(msg["version"])
+            if msg.get("instances_seen") is not None:
+                self.instances_seen = int(msg["instances_seen"])
+            return
+        if "selected" in msg and "version" in msg:
+            self.selection = Selection.from_message(msg)
+            if self.on_selected is not None:
+                self.on_selected(self.selection)
+
+    def result(self) -> InstancesResult:
+        return InstancesResult(
+            version=self.version if self.version is not None else -1,
+            instances_seen=self.instances_seen or 0,
+            selected=tuple(self.selection.names) if self.selection is not None else (),
+            seqs=tuple(sorted(set(self.acked))),
+            errors=tuple(self.errors),
+        )
+
+
+def selection_message(message: str | bytes) -> Selection | None:
+    """The selection in a listener's message, if it carries one.
+
+    An ``error`` message about the connection itself (no ``seq``) is raised.
+    """
+    try:
+        msg = json.loads(message)
+    except ValueError:
+        return None
+    if not isinstance(msg, dict):
+        return None
+    if "error" in msg and msg.get("seq") is None:
+        problem = msg["error"] if isinstance(msg["error"], dict) else {"detail": msg["error"]}
+        raise error_from_problem(int(problem.get("status") or 400), problem)
+    if "selected" in msg and "version" in msg:
+        return Selection.from_message(msg)
+    return None
+
+
+__all__ = [
+    "RESUMABLE_CLOSE_CODES",
+    "Frame",
+    "InstanceFeed",
+    "WebSocketUnavailable",
+    "close_error",
+    "handshake_error",
+    "selection_message",
+    "ws_url",
+]

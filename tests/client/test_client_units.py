@@ -1,0 +1,209 @@
+"""The client's I/O-free parts: chunk planning, bodies, the frame window, numbering."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import featurestream_client as fc
+from featurestream_client import _core, _data, ws
+from featurestream_client._core import Call, Chunking, Producer, Reply, StreamCore
+from featurestream_client.models import Selection, StreamInfo
+
+
+def run(op: Any, answer: Any) -> tuple[Any, list[Call]]:
+    """Drive an operation with ``answer(call) -> Reply | Exception``: (result, calls)."""
+    calls: list[Call] = []
+    try:
+        call = next(op)
+        while True:
+            calls.append(call)
+            reply = answer(call)
+            call = op.throw(reply) if isinstance(reply, Exception) else op.send(reply)
+    except StopIteration as stop:
+        return stop.value, calls
+
+
+def ok(body: dict[str, Any], **headers: str) -> Reply:
+    return Reply(200, headers, json.dumps(body).encode())
+
+
+# ---------------------------------------------------------------- chunks and bodies
+
+
+def test_chunks_respect_columns_bytes_and_header_budgets() -> None:
+    cols = _data.as_columns(np.ones((10, 7)), [f"c{i}" for i in range(7)])
+    spans = lambda plan: [(c.start, c.stop) for c in plan]  # noqa: E731
+    assert spans(_data.plan_chunks(cols, 3, 10**9, 10**9)) == [(0, 3), (3, 6), (6, 7)]
+    assert spans(_data.plan_chunks(cols, 100, 160, 10**9)) == [(0, 2), (2, 4), (4, 6), (6, 7)]
+    assert spans(_data.plan_chunks(cols, 100, 10**9, 6)) == [(0, 2), (2, 4), (4, 6), (6, 7)]
+    # A column larger than the budget still travels, alone.
+    assert spans(_data.plan_chunks(cols, 100, 1, 10**9)) == [(i, i + 1) for i in range(7)]
+
+
+def test_dense_bodies_are_npy_unless_a_name_cannot_be_a_header() -> None:
+    X = np.arange(12.0).reshape(4, 3)
+    cols = _data.as_columns(X, ["a", "b", "c"])
+    body = _data.features_body(cols, _data.Chunk(1, 3), "p", 7)
+    assert body.headers["Content-Type"] == "application/x-npy"
+    assert body.headers["X-Feature-Names"] == "b,c" and body.headers["X-Seq"] == "7"
+    assert body.headers["X-Producer"] == "p"
+    np.testing.assert_array_equal(np.load(io.BytesIO(body.content)), X[:, 1:])
+    for bad in ("a,b", " a", "é", "tab\there"):
+        assert not _data.header_safe(bad)
+        cols = _data.as_columns(X, [bad, "b", "c"])
+        body = _data.features_body(cols, _data.Chunk(0, 3), "p", 1)
+        doc = json.loads(body.content)
+        assert doc["features"][0] == {"name": bad, "values": X[:, 0].tolist()}
+        assert doc["seq"] == 1 and doc["producer"] == "p"
+
+
+def test_sparse_bodies_carry_sorted_indices_and_default_names() -> None:
+    m = sp.coo_matrix(([3.0, 1.0, 2.0], ([2, 0, 2], [0, 0, 1])), shape=(4, 2))
+    cols = _data.as_columns(m)
+    doc = json.loads(_data.features_body(cols, _data.Chunk(0, 2), "p", 5).content)
+    assert doc["features"] == [
+        {"name": "5:0", "indices": [0, 2], "data": [1.0, 3.0]},
+        {"name": "5:1", "indices": [2], "data": [2.0]},
+    ]
+
+
+def test_groups_are_planned_whole() -> None:
+    groups = _data.as_groups({"a": np.ones((4, 3)), "b": np.ones((4, 2)), "c": np.ones((4, 4))})
+    plan = _data.plan_groups(groups, 5, 10**9)
+    assert [[g.name for g in req] for req in plan] == [["a", "b"], ["c"]]
+    with pytest.raises(fc.InvalidInput):
+        _data.as_groups([("a", np.ones((4, 1))), ("b", np.ones((5, 1)))])
+    with pytest.raises(fc.InvalidInput):
+        _data.as_groups([("a", np.ones((4, 1))), ("a", np.ones((4, 1)))])
+
+
+def frames_as_lists(frames: Any) -> list[tuple[list[list[float]], list[float] | None]]:
+    return [(X.tolist(), None if y is None else y.tolist()) for X, y in frames]
+
+
+def test_frames_from_arrays_rows_pairs_and_batches() -> None:
+    X = np.arange(10.0).reshape(5, 2)
+    y = np.array([0.0, 1, 0, 1, 1])
+    from_array = frames_as_lists(_data.iter_frames(X, y, 2))
+    assert from_array == [
+        ([[0.0, 1.0], [2.0, 3.0]], [0.0, 1.0]),
+        ([[4.0, 5.0], [6.0, 7.0]], [0.0, 1.0]),
+        ([[8.0, 9.0]], [1.0]),
+    ]
+    assert frames_as_lists(_data.iter_frames(zip(X, y, strict=True), None, 2)) == from_array
+    batches = iter([(X[:4], y[:4]), (X[4:], y[4:])])
+    assert frames_as_lists(_data.iter_frames(batches, None, 2)) == from_array
+    assert frames_as_lists(_data.iter_frames(iter(X), None, 5)) == [(X.tolist(), None)]
+    # A row of another width travels alone (for the server to refuse).
+    odd = [X[0], X[1], np.ones(3), X[2]]
+    assert [f[0].shape for f in _data.iter_frames(iter(odd), None, 3)] == [(2, 2), (1, 3), (1, 2)]
+    with pytest.raises(fc.InvalidInput):
+        list(_data.iter_frames(iter([(X[0], 1.0), X[1]]), None, 2))
+
+
+def test_targets_become_numbers() -> None:
+    assert _core.target_list([True, False]) == [1.0, 0.0]
+    assert _core.target_list(np.array(["yes", "no", "yes"])) == [1.0, 0.0, 1.0]
+    for bad in ([], [1.0, float("nan")]):
+        with pytest.raises(fc.InvalidInput):
+            _core.target_list(bad)
+
+
+# ---------------------------------------------------------------- the frame window
+
+
+def test_the_window_bounds_unanswered_frames_and_resumes_from_the_first() -> None:
+    batches = iter([(np.array([[float(i)]]), np.array([1.0])) for i in range(6)])
+    feed = ws.InstanceFeed(batches, first_seq=10, window=2, binary=False)
+    assert [f.seq for f in feed.take()] == [10, 11] and feed.take() == []
+    feed.receive(json.dumps({"type": "ack", "ack": 10, "version": 3, "instances_seen": 1}))
+    assert [f.seq for f in feed.take()] == [12]
+    assert feed.resume_seq() == 11 and [f.seq for f in feed.unanswered()] == [11, 12]
+    # After a reconnect, a repeated ack changes nothing.
+    feed.receive(json.dumps({"ack": 10, "version": 3, "instances_seen": 1}))
+    feed.receive(json.dumps({"ack": 11, "version": 4, "instances_seen": 2}))
+    feed.receive(json.dumps({"type": "selection", "selected": ["a"], "version": 4}))
+    assert feed.selection is not None and feed.selection.names == ["a"]
+    assert json.loads(feed.take()[0].data) == {"seq": 13, "X": [[3.0]], "y": [1.0]}
+
+
+def test_labelled_frames_are_binary_unlabelled_ones_json() -> None:
+    X = np.arange(6.0).reshape(3, 2)
+    labelled = ws.InstanceFeed(iter([(X, np.array([1.0, -1.0, 1.0]))]), first_seq=1)
+    frame = labelled.take()[0].data
+    assert isinstance(frame, bytes)
+    np.testing.assert_array_equal(np.load(io.BytesIO(frame)), np.column_stack([X, [1, -1, 1]]))
+    unlabelled = ws.InstanceFeed(iter([(X, None)]), first_seq=4)
+    assert json.loads(unlabelled.take()[0].data) == {"seq": 4, "X": X.tolist()}
+
+
+def test_a_refused_frame_stops_new_frames_when_raising() -> None:
+    frames = iter([(np.ones((1, 1)), None)] * 5)
+    feed = ws.InstanceFeed(frames, first_seq=1, window=3, on_error="raise")
+    feed.take()
+    problem = {"type": "/problems/invalid-input", "status": 422, "detail": "bad"}
+    feed.receive(json.dumps({"type": "error", "error": problem, "seq": 2}))
+    assert isinstance(feed.failure, fc.InvalidInput) and feed.failure.seq == 2  # type: ignore[attr-defined]
+    assert feed.take() == [] and not feed.done
+    feed.receive(json.dumps({"ack": 1, "version": 1, "instances_seen": 1}))
+    feed.receive(json.dumps({"ack": 3, "version": 2, "instances_seen": 2}))
+    assert feed.done and feed.next_seq == 4 and feed.result().seqs == (1, 3)
+
+
+def test_an_error_about_the_connection_is_raised() -> None:
+    feed = ws.InstanceFeed(iter([]), first_seq=1)
+    problem = {"type": "/problems/stream-not-found", "status": 404, "detail": "gone"}
+    with pytest.raises(fc.StreamNotFound):
+        feed.receive(json.dumps({"type": "error", "error": problem, "seq": None}))
+    with pytest.raises(fc.StreamNotFound):
+        ws.selection_message(json.dumps({"type": "error", "error": problem, "seq": None}))
+
+
+def test_websocket_urls_and_selection_messages() -> None:
+    assert ws.ws_url("https://h:1/base/", "/v1/streams/a/ws", {"seq": 3, "producer": None}) == (
+        "wss://h:1/base/v1/streams/a/ws?seq=3"
+    )
+    msg = {"selected": ["a"], "version": 2, "features": [{"name": "a", "score": 0.5}]}
+    assert Selection.from_message(msg).features[0].score == 0.5
+    assert Selection.from_message({"selected": ["a"], "version": 2}).names == ["a"]
+
+
+# ---------------------------------------------------------------- numbering
+
+
+def core(next_seq: int | None = 1) -> StreamCore:
+    info = StreamInfo("s", "saola", "features", {}, 0, n_instances=3)
+    return StreamCore("s", Producer("p", next_seq), Chunking(), info)
+
+
+def test_a_refused_write_keeps_its_seq_an_unknown_outcome_forgets_it() -> None:
+    c = core()
+    refused = fc.InvalidInput("bad", status=422)
+    with pytest.raises(fc.InvalidInput):
+        run(c.write_op(lambda seq: Call("POST", f"/{seq}")), lambda call: refused)
+    assert c.producer.next_seq == 1
+    unknown = fc.ConnectionFailed("lost")
+    with pytest.raises(fc.ConnectionFailed):
+        run(c.write_op(lambda seq: Call("POST", f"/{seq}")), lambda call: unknown)
+    assert c.producer.next_seq is None
+
+
+def test_resync_probes_with_a_seq_no_producer_reaches() -> None:
+    c = core(None)
+    gap = fc.SequenceConflict("gap", status=409, problem={"expected_seq": 8, "producer": "p"})
+
+    def answer(call: Call) -> Any:
+        if call.json is not None and call.json.get("seq") == _core.PROBE_SEQ:
+            assert call.json["features"] == [] and call.json["producer"] == "p"
+            return gap
+        return ok({"version": 9, "seq": 8, "decisions": [], "selected": []})
+
+    reply, calls = run(c.write_op(lambda seq: Call("POST", "/w", json={"seq": seq})), answer)
+    assert [call.json["seq"] for call in calls] == [_core.PROBE_SEQ, 8]
+    assert c.producer.next_seq == 9 and reply.json()["seq"] == 8
