@@ -115,7 +115,7 @@ def decode(blob: bytes) -> Decoded:
     cls = REGISTRY.get(name)
     if cls is None:
         raise CodecError(f"Unknown selector {name!r} in stored state.")
-    arrays = []
+    arrays: list[np.ndarray[Any, Any]] = []
     for d in header["arrays"]:
         dtype = np.dtype(_DTYPES[d["dtype"]]).newbyteorder("<")
         count = int(np.prod(d["shape"])) if d["shape"] else 1

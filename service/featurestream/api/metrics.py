@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,7 @@ class Metrics:
     """This process's counters (each uvicorn worker keeps its own)."""
 
     requests: Counter[tuple[str, str, int]] = field(default_factory=Counter)
-    seconds: Counter[tuple[str, str]] = field(default_factory=Counter)
+    seconds: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
     buckets: Counter[tuple[str, str, int]] = field(default_factory=Counter)
     engine: Any = None
     ws: Any = None

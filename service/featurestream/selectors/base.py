@@ -469,7 +469,7 @@ class FeatureSelector(Selector[P, S]):
         names = list(names)
         sparse = is_sparse(X)
         if sparse:
-            A: Any = X.tocsr()
+            A: Any = X.tocsr()  # type: ignore[union-attr]
             values = np.asarray(A.data, dtype=np.float64)
         else:
             # "+ 0.0" turns -0.0 into 0.0 (and copies): a column's state must not

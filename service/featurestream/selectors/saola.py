@@ -329,7 +329,7 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
     ) -> Vector:
         """t of new column i against accepted batch-mates (their reference rows)."""
         if dense_row is not None:
-            return self._su_pairs(dense_row[None, :], mates)[0]
+            return np.asarray(self._su_pairs(dense_row[None, :], mates)[0])
         one = cols.take([i])
         r = one.correlations(mates, mates.sum(axis=1), mean[i : i + 1], norm[i : i + 1])[:, 0]
         return self._mask_fisher(r)

@@ -96,7 +96,7 @@ def partial_correlation(C: FloatArray, i: int, j: int, S: Sequence[int] = ()) ->
         if not np.all(np.diag(L) ** 2 > SINGULAR_TOL * np.diag(css)):
             return float("nan")
         # R = C[ab,ab] - (L^-1 C[S,ab])^T (L^-1 C[S,ab])
-        M = _solve_lower(L, csab)
+        M = _solve_lower(np.asarray(L, dtype=np.float64), csab)
         R = R - M.T @ M
     denom = R[0, 0] * R[1, 1]
     if not denom > 0.0:
