@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from featurestream.cli import main
+from featurestream._entry import main
 
 raise SystemExit(main())

@@ -63,6 +63,8 @@ def _serve(args: argparse.Namespace) -> int:
         port=settings.port,
         workers=settings.workers,
         log_level=settings.log_level,
+        # The app writes its own access lines, as JSON with request ids (logs.py).
+        access_log=False,
         timeout_graceful_shutdown=10,
     )
     return 0

@@ -225,3 +225,14 @@ def test_relative_links_resolve(path: Path) -> None:
         assert resolved.exists(), f"{path.name}: link to missing {target}"
         if anchor and resolved.suffix == ".md":
             assert anchor in anchors(resolved), f"{path.name}: no heading #{anchor} in {target}"
+
+
+def test_alert_rules_use_only_exposed_metrics() -> None:
+    with TestClient(create_app(Settings())) as client:
+        client.get("/healthz")
+        exposed = set(re.findall(r"^# TYPE (\w+) ", client.get("/metrics").text, re.M))
+    text = (DOCS / "operations.md").read_text()
+    section = text.split("### Alerts", 1)[1].split("\n## ", 1)[0]
+    used = set(re.findall(r"\b(featurestream_\w+?)(?:_bucket)?\b", section))
+    assert used, "the alerts section names no metric"
+    assert used <= exposed, used - exposed

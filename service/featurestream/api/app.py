@@ -20,7 +20,7 @@ from featurestream.api.metrics import Metrics, MetricsMiddleware
 from featurestream.api.routes import features, instances, ops, selection, streams, ws
 from featurestream.config import Settings
 from featurestream.errors import FeatureStreamError, PayloadTooLarge, RequestTimeout
-from featurestream.logs import RequestContextMiddleware
+from featurestream.logs import RequestContextMiddleware, configure_logging
 from featurestream.store.base import StateStore, open_store
 from featurestream.streams import StreamEngine
 
@@ -164,8 +164,10 @@ def _reload_keys_on_sighup(keys: KeyRing) -> None:
 
 
 def app_from_env() -> FastAPI:
-    """Factory for ``uvicorn --factory``: settings from the environment."""
-    return create_app(Settings())
+    """Factory for ``uvicorn --factory``: settings from the environment, JSON logs."""
+    settings = Settings()
+    configure_logging(settings.log_level)
+    return create_app(settings)
 
 
 __all__ = ["BodyLimitMiddleware", "app_from_env", "create_app"]
