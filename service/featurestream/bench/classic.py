@@ -1,4 +1,4 @@
-"""``featurestream bench``: measure selectors in process and through the service.
+"""The first ``featurestream bench`` modes: one selector, one synthetic set, repeated.
 
 Feature streams (``--mode features``, the default): generates a synthetic
 dataset with planted relevant and redundant features, then times (1) the
@@ -22,21 +22,17 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
-import socket
-import subprocess
-import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from featurestream.bench.server import spawn_server
 from featurestream.selectors import REGISTRY
 from featurestream.selectors.base import FeatureSelector, InstanceSelector
 
@@ -98,51 +94,6 @@ def run_in_process(algorithm: str, params: dict[str, Any], data: Dataset) -> Res
     return Result(
         algorithm, "in-process", b, n, dt, b / dt, len(chosen), _recall(chosen, data.relevant, data)
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def spawned_server(store: str, blas_threads: int | None = None) -> Iterator[str]:
-    import httpx
-
-    port = _free_port()
-    env = {**os.environ, "FEATURESTREAM_KEY_PREFIX": f"fsbench-{uuid.uuid4().hex[:8]}"}
-    if blas_threads is not None:
-        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[var] = str(blas_threads)
-    cmd = [
-        sys.executable,
-        "-m",
-        "featurestream",
-        "serve",
-        "--port",
-        str(port),
-        "--store",
-        store,
-        "--log-level",
-        "warning",
-    ]
-    proc = subprocess.Popen(cmd, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(url + "/healthz", timeout=0.5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("the benchmark server did not start") from None
-                time.sleep(0.05)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(15)
 
 
 def run_service(url: str, algorithm: str, params: dict[str, Any], data: Dataset) -> Result:
@@ -339,7 +290,8 @@ def run_instances_ws(
     )
 
 
-def _main_instances(args: argparse.Namespace, params: dict[str, Any]) -> int:
+def main_instances(args: argparse.Namespace, params: dict[str, Any]) -> int:
+    """``--mode instances``: OFS or FSDS over one WebSocket, against in process."""
     data = synthetic_instances(args.instances, args.dim, dtype=args.dtype)
     runs = [
         run_instances_in_process(args.algorithm, params, data, args.frame)
@@ -347,23 +299,20 @@ def _main_instances(args: argparse.Namespace, params: dict[str, Any]) -> int:
     ]
     results = [r for r, _ in runs]
     reference = runs[0][1]
-    if args.url:
-        results += [
-            run_instances_ws(
-                args.url, args.algorithm, params, data, args.frame, reference, args.dtype
-            )
+
+    def over(url: str) -> list[InstanceResult]:
+        return [
+            run_instances_ws(url, args.algorithm, params, data, args.frame, reference, args.dtype)
             for _ in range(args.repeat)
         ]
+
+    if args.url:
+        results += over(args.url)
     else:
-        with spawned_server(args.store, args.server_blas_threads) as url:
-            results += [
-                run_instances_ws(
-                    url, args.algorithm, params, data, args.frame, reference, args.dtype
-                )
-                for _ in range(args.repeat)
-            ]
-    if args.json:
-        print(json.dumps([asdict(r) for r in results], indent=2))
+        with spawn_server(args.store, blas_threads=args.server_blas_threads) as server:
+            results += over(server.url)
+    if args.json is not None:
+        _emit_json([asdict(r) for r in results], args.json)
         return 0
     print(
         f"{'algorithm':<10}{'mode':<12}{'instances':>10}{'dim':>6}{'frame':>6}{'seconds':>9}"
@@ -379,67 +328,40 @@ def _main_instances(args: argparse.Namespace, params: dict[str, Any]) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="featurestream bench", description=__doc__)
-    parser.add_argument(
-        "--mode",
-        choices=["features", "instances"],
-        default="features",
-        help="feature streams (one npy request) or instance streams (one WebSocket)",
-    )
-    parser.add_argument("--algorithm", default="saola", choices=sorted(REGISTRY))
-    parser.add_argument("--params", default="{}", help="JSON params of the algorithm")
-    parser.add_argument("--columns", type=int, default=5000)
-    parser.add_argument("--rows", type=int, default=400)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--store", default="memory://", help="store of the spawned server")
-    parser.add_argument("--url", help="an already running server (no server is spawned)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--instances", type=int, default=100_000, help="instances mode: rows")
-    parser.add_argument("--dim", type=int, default=1000, help="instances mode: features d")
-    parser.add_argument("--frame", type=int, default=100, help="instances mode: rows per frame")
-    parser.add_argument(
-        "--dtype",
-        choices=["float64", "float32"],
-        default="float64",
-        help="instances mode: dtype of the .npy frames (float32 data is float32-exact)",
-    )
-    parser.add_argument(
-        "--server-blas-threads",
-        type=int,
-        default=None,
-        help="BLAS threads of the spawned server (OPENBLAS/OMP/MKL_NUM_THREADS)",
-    )
-    args = parser.parse_args(argv)
-    params = json.loads(args.params)
-    if args.mode == "instances":
-        if args.algorithm == "saola":
-            args.algorithm = "ofs"
-        cls = REGISTRY[args.algorithm]
-        if not issubclass(cls, InstanceSelector):
-            parser.error(f"--mode instances needs an instance-stream algorithm, not {cls.name}")
-        return _main_instances(args, params)
+def main_features(args: argparse.Namespace, params: dict[str, Any]) -> int:
+    """``--mode features``: one npy request of every column, against in process."""
     data = synthetic_features(args.columns, args.rows)
     results = [run_in_process(args.algorithm, params, data) for _ in range(args.repeat)]
     if args.url:
         results += [run_service(args.url, args.algorithm, params, data) for _ in range(args.repeat)]
     else:
-        with spawned_server(args.store) as url:
-            results += [run_service(url, args.algorithm, params, data) for _ in range(args.repeat)]
-    if args.json:
-        print(json.dumps([asdict(r) for r in results], indent=2))
-    else:
+        with spawn_server(args.store, blas_threads=args.server_blas_threads) as server:
+            results += [
+                run_service(server.url, args.algorithm, params, data) for _ in range(args.repeat)
+            ]
+    if args.json is not None:
+        _emit_json([asdict(r) for r in results], args.json)
+        return 0
+    print(
+        f"{'algorithm':<16}{'mode':<12}{'columns':>8}{'rows':>6}{'seconds':>10}"
+        f"{'cols/s':>12}{'selected':>9}{'recall':>8}"
+    )
+    for r in results:
         print(
-            f"{'algorithm':<16}{'mode':<12}{'columns':>8}{'rows':>6}{'seconds':>10}"
-            f"{'cols/s':>12}{'selected':>9}{'recall':>8}"
+            f"{r.algorithm:<16}{r.mode:<12}{r.columns:>8}{r.rows:>6}{r.seconds:>10.3f}"
+            f"{r.columns_per_second:>12.0f}{r.selected:>9}{r.recall:>8.2f}"
         )
-        for r in results:
-            print(
-                f"{r.algorithm:<16}{r.mode:<12}{r.columns:>8}{r.rows:>6}{r.seconds:>10.3f}"
-                f"{r.columns_per_second:>12.0f}{r.selected:>9}{r.recall:>8.2f}"
-            )
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def _emit_json(payload: Any, target: str) -> None:
+    """``--json`` alone prints to stdout (as it always did); ``--json PATH`` writes a file."""
+    text = json.dumps(payload, indent=2)
+    if target == "-":
+        print(text)
+    else:
+        with open(target, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+
+
+__all__ = ["main_features", "main_instances", "synthetic_features", "synthetic_instances"]

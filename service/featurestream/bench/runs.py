@@ -1,0 +1,478 @@
+"""One selector on one data set, in process or end to end through a server.
+
+Feature streams go to the server in chunks of columns: ``application/x-npz``
+bodies (``scipy.sparse.save_npz`` of an ``(n, chunk)`` CSC matrix, rows =
+instances) for sparse sets and ``application/x-npy`` for dense ones, names in
+``X-Feature-Names``; group-SAOLA posts JSON groups (sparse JSON columns) to
+``/groups``. Instance streams go over one WebSocket as pipelined binary .npy
+frames (float32, labels in the last column for supervised selectors): the
+service has no sparse frames, so sparse instances are sent densified.
+
+The in-process run applies the same chunks or frames to the selector directly.
+Times cover the data only (stream creation, encoding of the bodies and
+deletion are outside), from the first chunk or frame sent to the last answer.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse
+
+from featurestream.bench.datasets import FeatureData, InstanceData
+from featurestream.bench.server import SpawnedServer
+from featurestream.selectors import REGISTRY
+from featurestream.selectors.base import FeatureSelector, InstanceSelector
+
+GROUP_SIZE = 10  # group-SAOLA: consecutive columns form a group
+# group-SAOLA selectors take their chunks dense: keep a chunk within this many values.
+GROUP_DENSE_VALUES = 1 << 24
+# Dense feature sets are sent as .npy chunks of at most this many bytes.
+DENSE_CHUNK_BYTES = 32 << 20
+
+
+@dataclass
+class RunResult:
+    """What one run measured. ``items`` are columns (features) or instances."""
+
+    dataset: str
+    algorithm: str
+    mode: str  # "in-process" or "service"
+    kind: str  # "features" or "instances"
+    n: int  # rows of a feature stream; instances of an instance stream
+    width: int  # columns of a feature stream; d of an instance stream
+    items: int  # columns or instances applied (fewer than planned when the budget ran out)
+    planned: int
+    seconds: float
+    rate: float  # items per second
+    selected: int
+    recall: float
+    params: dict[str, Any]
+    complete: bool = True
+    bytes_sent: int | None = None
+    peak_rss_bytes: int | None = None
+    rss_note: str | None = None
+    ratio: float | None = None  # service seconds / in-process seconds (same items)
+    identical: bool | None = None  # service selection == in-process selection
+    selection: list[str] = field(default_factory=list)
+    error: str | None = None
+    target: str | None = None  # the bound a full-size run is held to, e.g. "<= 2 s"
+    met: bool | None = None
+
+
+class Deadline:
+    """A time budget checked between chunks or frames."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.end = None if seconds is None else time.perf_counter() + seconds
+
+    def passed(self) -> bool:
+        return self.end is not None and time.perf_counter() > self.end
+
+
+# --------------------------------------------------------------------------- feature streams
+
+
+def default_params(algorithm: str, data: FeatureData | InstanceData) -> dict[str, Any]:
+    """Parameters a run uses unless told otherwise (the algorithm's own defaults mostly)."""
+    if algorithm in ("ofs", "fsds"):
+        return {"num_features": 2 * len(data.relevant)}
+    if algorithm == "grafting" and isinstance(data, FeatureData) and not data.spec.sparse:
+        return {"loss": "squared"}  # the dense set has a continuous target
+    return {}
+
+
+def chunk_bounds(data: FeatureData, algorithm: str, chunk: int) -> list[tuple[int, int]]:
+    """Column ranges of the requests; group-SAOLA chunks hold whole groups."""
+    size = chunk
+    if not data.spec.sparse:
+        size = min(size, max(1, DENSE_CHUNK_BYTES // (8 * data.n)))
+    if algorithm == "group_saola":
+        size = min(size, max(1, GROUP_DENSE_VALUES // data.n))
+        size = max(GROUP_SIZE, size - size % GROUP_SIZE)
+    return [(lo, min(data.b, lo + size)) for lo in range(0, data.b, size)]
+
+
+def _groups(lo: int, hi: int) -> list[str | None]:
+    return [f"g{j // GROUP_SIZE}" for j in range(lo, hi)]
+
+
+def features_in_process(
+    data: FeatureData,
+    algorithm: str,
+    params: dict[str, Any],
+    chunk: int,
+    budget: float | None = None,
+) -> RunResult:
+    cls = REGISTRY[algorithm]
+    assert issubclass(cls, FeatureSelector)
+    sel = cls.start(cls.params_type.from_mapping(params), data.y)
+    bounds = chunk_bounds(data, algorithm, chunk)
+    deadline = Deadline(budget)
+    done = 0
+    t0 = time.perf_counter()
+    for lo, hi in bounds:
+        groups = _groups(lo, hi) if cls.uses_groups else None
+        sel.learn_features(data.names[lo:hi], data.columns(lo, hi), groups)
+        done = hi
+        if deadline.passed():
+            break
+    dt = time.perf_counter() - t0
+    chosen = list(sel.selected())
+    return RunResult(
+        data.spec.name,
+        algorithm,
+        "in-process",
+        "features",
+        data.n,
+        data.b,
+        done,
+        data.b,
+        dt,
+        done / dt if dt > 0 else float("inf"),
+        len(chosen),
+        data.recall(chosen),
+        params,
+        complete=done == data.b,
+        selection=chosen,
+    )
+
+
+def _npz(data: FeatureData, lo: int, hi: int) -> bytes:
+    buf = io.BytesIO()
+    # Uncompressed: zlib would cost both ends more time than the bytes it saves on loopback.
+    scipy.sparse.save_npz(buf, data.X[:, lo:hi].tocsc(), compressed=False)
+    return buf.getvalue()
+
+
+def _npy(data: FeatureData, lo: int, hi: int) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(data.X[:, lo:hi]))
+    return buf.getvalue()
+
+
+def _groups_json(data: FeatureData, lo: int, hi: int) -> bytes:
+    cols = data.columns(lo, hi)
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for k, name in enumerate(data.names[lo:hi]):
+        if data.spec.sparse:
+            a, b = cols.indptr[k], cols.indptr[k + 1]
+            column: dict[str, Any] = {
+                "name": name,
+                "indices": cols.indices[a:b].tolist(),
+                "data": cols.data[a:b].tolist(),
+            }
+        else:
+            column = {"name": name, "values": cols[k].tolist()}
+        groups.setdefault(f"g{(lo + k) // GROUP_SIZE}", []).append(column)
+    body = {"groups": [{"name": g, "features": fs} for g, fs in groups.items()]}
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+@dataclass
+class _Request:
+    path: str
+    body: bytes
+    headers: dict[str, str]
+    items: int
+
+    @property
+    def size(self) -> int:
+        return len(self.body) + sum(len(v) for v in self.headers.values())
+
+
+def _feature_requests(
+    data: FeatureData, algorithm: str, sid: str, chunk: int
+) -> Iterator[_Request]:
+    for lo, hi in chunk_bounds(data, algorithm, chunk):
+        if algorithm == "group_saola":
+            yield _Request(
+                f"/v1/streams/{sid}/groups",
+                _groups_json(data, lo, hi),
+                {"content-type": "application/json"},
+                hi - lo,
+            )
+            continue
+        body, media = (
+            (_npz(data, lo, hi), "application/x-npz")
+            if data.spec.sparse
+            else (_npy(data, lo, hi), "application/x-npy")
+        )
+        headers = {"content-type": media, "X-Feature-Names": ",".join(data.names[lo:hi])}
+        yield _Request(f"/v1/streams/{sid}/features", body, headers, hi - lo)
+
+
+def _check(response: Any) -> Any:
+    if response.status_code >= 400:
+        raise RuntimeError(
+            f"{response.request.method} {response.request.url.path} -> "
+            f"{response.status_code}: {response.text[:300]}"
+        )
+    return response
+
+
+def features_service(
+    url: str,
+    data: FeatureData,
+    algorithm: str,
+    params: dict[str, Any],
+    chunk: int,
+    budget: float | None = None,
+    server: SpawnedServer | None = None,
+) -> RunResult:
+    import httpx
+
+    sid = f"bench-{uuid.uuid4().hex[:10]}"
+    requests = list(_feature_requests(data, algorithm, sid, chunk))
+    deadline = Deadline(budget)
+    with httpx.Client(base_url=url, timeout=3600) as c:
+        _check(
+            c.post(
+                "/v1/streams",
+                json={
+                    "id": sid,
+                    "algorithm": algorithm,
+                    "params": params,
+                    "target": data.y.tolist(),
+                },
+            )
+        )
+        try:
+            note = _start_rss(server)
+            sent = 0
+            done = 0
+            chosen: list[str] = []
+            t0 = time.perf_counter()
+            for req in requests:
+                r = _check(c.post(req.path, content=req.body, headers=req.headers))
+                sent += req.size
+                done += req.items
+                chosen = list(r.json()["selected"])
+                if deadline.passed():
+                    break
+            dt = time.perf_counter() - t0
+            peak = server.peak_rss_bytes() if server is not None else None
+        finally:
+            c.delete(f"/v1/streams/{sid}")
+    return RunResult(
+        data.spec.name,
+        algorithm,
+        "service",
+        "features",
+        data.n,
+        data.b,
+        done,
+        data.b,
+        dt,
+        done / dt if dt > 0 else float("inf"),
+        len(chosen),
+        data.recall(chosen),
+        params,
+        complete=done == data.b,
+        bytes_sent=sent,
+        peak_rss_bytes=peak,
+        rss_note=note,
+        selection=chosen,
+    )
+
+
+def _start_rss(server: SpawnedServer | None) -> str | None:
+    if server is None:
+        return "server not spawned: its memory is not measured"
+    if not server.reset_peak():
+        return "peak RSS since the server started (clear_refs refused)"
+    return None
+
+
+# --------------------------------------------------------------------------- instance streams
+
+
+def _frame_bounds(data: InstanceData) -> list[tuple[int, int]]:
+    f = data.spec.frame
+    return [(lo, min(data.spec.n, lo + f)) for lo in range(0, data.spec.n, f)]
+
+
+def instances_in_process(
+    data: InstanceData, algorithm: str, params: dict[str, Any], budget: float | None = None
+) -> RunResult:
+    cls = REGISTRY[algorithm]
+    assert issubclass(cls, InstanceSelector)
+    sel = cls.start(cls.params_type.from_mapping(params), data.names)
+    deadline = Deadline(budget)
+    done = 0
+    elapsed = 0.0
+    for lo, hi in _frame_bounds(data):
+        # Densifying a sparse frame is the client's work, not the selector's: untimed.
+        X = data.rows(lo, hi)
+        t0 = time.perf_counter()
+        if cls.supervised:
+            sel.learn_instances(X, data.y[lo:hi])
+        else:
+            sel.learn_instances(X)
+        elapsed += time.perf_counter() - t0
+        done = hi
+        if deadline.passed():
+            break
+    chosen = list(sel.selected())
+    return RunResult(
+        data.spec.name,
+        algorithm,
+        "in-process",
+        "instances",
+        data.spec.n,
+        data.spec.d,
+        done,
+        data.spec.n,
+        elapsed,
+        done / elapsed if elapsed > 0 else float("inf"),
+        len(chosen),
+        data.recall(chosen),
+        params,
+        complete=done == data.spec.n,
+        selection=chosen,
+    )
+
+
+def _frame_payload(data: InstanceData, lo: int, hi: int, supervised: bool) -> bytes:
+    X = data.rows(lo, hi, dtype="float32")
+    if supervised:
+        X = np.column_stack([X, data.y[lo:hi].astype(np.float32)])
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(X))
+    return buf.getvalue()
+
+
+def instances_service(
+    url: str,
+    data: InstanceData,
+    algorithm: str,
+    params: dict[str, Any],
+    budget: float | None = None,
+    server: SpawnedServer | None = None,
+) -> RunResult:
+    """Every frame over one WebSocket, pipelined; timed until the last ack."""
+    import httpx
+    from websockets.sync.client import connect
+
+    cls = REGISTRY[algorithm]
+    assert issubclass(cls, InstanceSelector)
+    bounds = _frame_bounds(data)
+    payloads = [_frame_payload(data, lo, hi, cls.supervised) for lo, hi in bounds]
+    sid = f"bench-{uuid.uuid4().hex[:10]}"
+    deadline = Deadline(budget)
+    with httpx.Client(base_url=url, timeout=600) as c:
+        _check(
+            c.post(
+                "/v1/streams",
+                json={
+                    "id": sid,
+                    "algorithm": algorithm,
+                    "params": params,
+                    "feature_names": data.names,
+                },
+            )
+        )
+        try:
+            note = _start_rss(server)
+            ws_url = url.replace("http://", "ws://", 1) + f"/v1/streams/{sid}/ws?producer=bench"
+            sent_count = [0]
+            sent_bytes = [0]
+            errors: list[BaseException] = []
+            finished = threading.Event()
+            # No client keepalive: a backpressured server legitimately leaves pings unread.
+            with connect(ws_url, max_size=None, compression=None, ping_interval=None) as ws:
+                json.loads(ws.recv(timeout=60))  # the selection on connect
+
+                def send() -> None:
+                    try:
+                        for p in payloads:
+                            ws.send(p)
+                            sent_bytes[0] += len(p)
+                            sent_count[0] += 1
+                            if deadline.passed():
+                                break
+                    except BaseException as exc:  # reported by the receiving thread
+                        errors.append(exc)
+                    finally:
+                        finished.set()
+
+                t0 = time.perf_counter()
+                sender = threading.Thread(target=send, daemon=True)
+                sender.start()
+                acked = 0
+                while True:
+                    if acked >= sent_count[0]:
+                        if finished.is_set() and acked >= sent_count[0]:
+                            break
+                        # Every frame sent so far is acknowledged: wait for the sender.
+                        finished.wait(0.002)
+                        continue
+                    msg = json.loads(ws.recv(timeout=600))
+                    if "ack" in msg:
+                        acked += 1
+                    elif "error" in msg:
+                        raise RuntimeError(f"frame {msg.get('seq')} refused: {msg['error']}")
+                dt = time.perf_counter() - t0
+                sender.join(10)
+            if errors:
+                raise RuntimeError(f"sending failed: {errors[0]!r}")
+            peak = server.peak_rss_bytes() if server is not None else None
+            selected = _check(c.get(f"/v1/streams/{sid}/selected")).json()["features"]
+            chosen = [f["name"] for f in selected]
+        finally:
+            c.delete(f"/v1/streams/{sid}")
+    done = bounds[acked - 1][1] if acked else 0
+    return RunResult(
+        data.spec.name,
+        algorithm,
+        "service",
+        "instances",
+        data.spec.n,
+        data.spec.d,
+        done,
+        data.spec.n,
+        dt,
+        done / dt if dt > 0 else float("inf"),
+        len(chosen),
+        data.recall(chosen),
+        params,
+        complete=done == data.spec.n,
+        bytes_sent=sent_bytes[0],
+        peak_rss_bytes=peak,
+        rss_note=note,
+        selection=chosen,
+    )
+
+
+def compare(service: RunResult, reference: RunResult) -> None:
+    """Fill in the service run's ratio and identity against the in-process run."""
+    if service.items == reference.items and reference.seconds > 0:
+        service.ratio = service.seconds / reference.seconds
+        service.identical = service.selection == reference.selection
+    elif reference.rate > 0 and service.rate > 0:
+        # Different amounts (a budget ran out): compare costs per item, not selections.
+        service.ratio = reference.rate / service.rate
+
+
+Runner = Callable[[], RunResult]
+
+__all__ = [
+    "GROUP_SIZE",
+    "Deadline",
+    "RunResult",
+    "chunk_bounds",
+    "compare",
+    "default_params",
+    "features_in_process",
+    "features_service",
+    "instances_in_process",
+    "instances_service",
+]

@@ -1,0 +1,327 @@
+"""How the cost of a selector grows: per column with n and |S|, per instance with d.
+
+All in process, on dense Gaussian data built for the purpose:
+
+* **per column vs n** (|S| held near 10): the cost of a typical arriving
+  column, pure noise, which every selector rejects after its relevance step
+  (Alpha-investing: after projecting it on the span of the selected set);
+* **per column vs |S|** (n fixed): the cost of an arriving column that is
+  relevant and not redundant, the expensive path: SAOLA compares it with every
+  member, OSFS and Fast-OSFS search conditioning sets drawn from the selected
+  set, Alpha-investing projects it, Grafting re-fits. The selected set is
+  first grown to the size by feeding such columns: with u ~ N(0, 1), y =
+  sign(u), each column is u + 2 e (e fresh noise), correlated about 0.36 with y
+  and about 0.2 with each other, so SAOLA keeps all of them and OSFS finds no
+  conditioning set that separates one from y (its worst case). Then
+  ``probes`` more such columns are timed, each applied alone to the grown
+  state, so every probe meets exactly that |S|.
+* **per instance vs d**: OFS and FSDS on frames of dense Gaussian instances.
+
+A curve stops growing once a point takes longer than the per-point budget
+(OSFS's search grows like |S|^3 per test set size, so its curve is short).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from featurestream.selectors import REGISTRY
+from featurestream.selectors.base import FeatureSelector, InstanceSelector
+
+FEATURE_ALGORITHMS = ("saola", "osfs", "fast_osfs", "alpha_investing", "grafting")
+INSTANCE_ALGORITHMS = ("ofs", "fsds")
+
+
+@dataclass(frozen=True)
+class Grid:
+    ns: tuple[int, ...]
+    sizes: tuple[int, ...]
+    dims: tuple[int, ...]
+    n_for_sizes: int
+    size_for_ns: int
+    probes: int
+    noise_probes: int
+    budget: float  # seconds one point may take before its curve stops
+
+    @classmethod
+    def full(cls) -> Grid:
+        return cls(
+            ns=(250, 500, 1_000, 2_000, 4_000, 8_000, 16_000, 32_000),
+            sizes=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1_024),
+            dims=(100, 300, 1_000, 3_000, 10_000, 30_000, 100_000),
+            n_for_sizes=2_000,
+            size_for_ns=10,
+            probes=16,
+            noise_probes=2_000,
+            budget=15.0,
+        )
+
+    @classmethod
+    def quick(cls) -> Grid:
+        return cls(
+            ns=(200, 800),
+            sizes=(1, 4),
+            dims=(50, 200),
+            n_for_sizes=400,
+            size_for_ns=4,
+            probes=4,
+            noise_probes=50,
+            budget=2.0,
+        )
+
+
+@dataclass
+class ScalingPoint:
+    algorithm: str
+    axis: str  # "n", "size" (|S|) or "d"
+    x: int  # n, |S| before the probes, or d
+    n: int
+    size: int
+    seconds_per_item: float
+    items: int
+
+
+def _relevant_columns(rng: np.random.Generator, u: np.ndarray[Any, Any], m: int) -> Any:
+    return u[None, :] + 2.0 * rng.normal(size=(m, u.shape[0]))
+
+
+def _feature_selector(algorithm: str, y: Any) -> FeatureSelector[Any, Any]:
+    cls = REGISTRY[algorithm]
+    assert issubclass(cls, FeatureSelector)
+    return cls.start(cls.params_type.from_mapping({}), y)
+
+
+def _grow(
+    sel: FeatureSelector[Any, Any],
+    rng: np.random.Generator,
+    u: Any,
+    size: int,
+    deadline: float,
+    counter: list[int],
+) -> bool:
+    """Feed relevant columns until |S| reaches ``size``; False when out of time.
+
+    A selector may stop accepting such columns before (Alpha-investing's wealth
+    runs out as the fit improves): after a bounded number of tries the point
+    is measured at the size reached.
+    """
+    tries = 0
+    while len(sel.selected()) < size:
+        if time.perf_counter() > deadline:
+            return False
+        if tries > 20 * size + 50:
+            return True
+        # Small batches: the deadline is looked at between them.
+        need = min(8, size - len(sel.selected()))
+        cols = _relevant_columns(rng, u, need)
+        names = [f"s{counter[0] + k}" for k in range(need)]
+        counter[0] += need
+        tries += need
+        sel.learn_features(names, cols)
+    return True
+
+
+def feature_point(
+    algorithm: str, n: int, size: int, probes: int, noise: bool, budget: float, seed: int = 0
+) -> ScalingPoint | None:
+    """One point: grow |S| to ``size`` at ``n`` rows, then time ``probes`` columns."""
+    rng = np.random.default_rng([seed, n, size])
+    u = rng.normal(size=n)
+    y = np.where(u > 0, 1.0, 0.0)
+    sel = _feature_selector(algorithm, y)
+    deadline = time.perf_counter() + budget
+    counter = [0]
+    if not _grow(sel, rng, u, size, deadline, counter):
+        return None
+    before = len(sel.selected())
+    if noise:
+        cols = rng.normal(size=(probes, n))
+        t0 = time.perf_counter()
+        sel.learn_features([f"p{k}" for k in range(probes)], cols)
+        dt = time.perf_counter() - t0
+    else:
+        # Every probe meets the same selected set: it is applied to a selector resumed
+        # from the grown state (resuming, which rebuilds caches, is not timed).
+        cls = type(sel)
+        grown = sel.snapshot()
+        dt = 0.0
+        for k in range(probes):
+            col = _relevant_columns(rng, u, 1)
+            fresh = cls.resume(sel.params, grown)
+            t0 = time.perf_counter()
+            fresh.learn_features([f"p{k}"], col)
+            dt += time.perf_counter() - t0
+            if time.perf_counter() > deadline + budget:
+                probes = k + 1
+                break
+    axis = "n" if noise else "size"
+    return ScalingPoint(algorithm, axis, n if noise else before, n, before, dt / probes, probes)
+
+
+def instance_point(
+    algorithm: str, d: int, budget: float, frame: int = 100, seed: int = 0
+) -> ScalingPoint:
+    """Time frames of dense instances at dimension d until about a second is spent."""
+    rng = np.random.default_rng([seed, d])
+    cls = REGISTRY[algorithm]
+    assert issubclass(cls, InstanceSelector)
+    sel = cls.start(cls.params_type.from_mapping({"num_features": 10}), [f"x{j}" for j in range(d)])
+    spent = 0.0
+    items = 0
+    target = min(1.0, budget / 4)
+    while spent < target and items < 20_000:
+        X = rng.normal(size=(frame, d))
+        y = np.where(X[:, 0] + X[:, 1] > 0, 1.0, -1.0)
+        t0 = time.perf_counter()
+        if cls.supervised:
+            sel.learn_instances(X, y)
+        else:
+            sel.learn_instances(X)
+        spent += time.perf_counter() - t0
+        items += frame
+    return ScalingPoint(algorithm, "d", d, 0, 0, spent / items, items)
+
+
+def run_scaling(
+    grid: Grid,
+    feature_algorithms: Sequence[str] = FEATURE_ALGORITHMS,
+    instance_algorithms: Sequence[str] = INSTANCE_ALGORITHMS,
+    log: Any = None,
+) -> list[ScalingPoint]:
+    """Every curve of the grid; a curve ends at its first point over the budget."""
+    points: list[ScalingPoint] = []
+
+    def note(p: ScalingPoint | None, what: str) -> None:
+        if log is not None:
+            shown = "over budget" if p is None else f"{p.seconds_per_item * 1e3:.3f} ms"
+            print(f"  {what}: {shown}", file=log, flush=True)
+
+    for algorithm in feature_algorithms:
+        for n in grid.ns:
+            p = feature_point(algorithm, n, grid.size_for_ns, grid.noise_probes, True, grid.budget)
+            note(p, f"{algorithm} n={n}")
+            if p is None:
+                break
+            points.append(p)
+            if p.seconds_per_item * p.items > grid.budget:
+                break
+        reached = -1
+        for size in grid.sizes:
+            p = feature_point(algorithm, grid.n_for_sizes, size, grid.probes, False, grid.budget)
+            note(p, f"{algorithm} |S|={size}")
+            if p is None or p.x <= reached:
+                break  # over the budget, or the selector accepts no more such columns
+            reached = p.x
+            points.append(p)
+            if p.seconds_per_item * p.items > grid.budget:
+                break
+            if p.seconds_per_item * p.items > grid.budget:
+                break
+    for algorithm in instance_algorithms:
+        for d in grid.dims:
+            p2 = instance_point(algorithm, d, grid.budget)
+            note(p2, f"{algorithm} d={d}")
+            points.append(p2)
+    return points
+
+
+def plot(points: Sequence[ScalingPoint], path: Path) -> bool:
+    """Three log-log panels into ``path`` (PNG); False when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), constrained_layout=True)
+    sizes = sorted(p.size for p in points if p.axis == "n")
+    typical = sizes[len(sizes) // 2] if sizes else 0
+    panels = [
+        ("n", "rows n", "seconds per column", f"Noise column vs n (|S| ~ {typical})"),
+        ("size", "selected features |S|", "seconds per column", "Relevant column vs |S|"),
+        ("d", "features d", "seconds per instance", "Instance vs d (dense)"),
+    ]
+    every = (*FEATURE_ALGORITHMS, *INSTANCE_ALGORITHMS)
+    markers = dict(zip(every, "osD^vos", strict=True))
+    # One colour per algorithm across the panels.
+    colours = {name: f"C{i}" for i, name in enumerate(every)}
+    for ax, (axis, xlabel, ylabel, title) in zip(axes, panels, strict=True):
+        names = sorted({p.algorithm for p in points if p.axis == axis})
+        for name in names:
+            pts = sorted((p for p in points if p.axis == axis and p.algorithm == name), key=_x)
+            ax.plot(
+                [p.x for p in pts],
+                [p.seconds_per_item for p in pts],
+                marker=markers.get(name, "o"),
+                color=colours.get(name),
+                label=name,
+            )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        if names:
+            ax.legend(fontsize="small")
+    fig.suptitle("featurestream selectors in process: cost per column and per instance")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def _x(p: ScalingPoint) -> int:
+    return p.x
+
+
+def slope(points: Sequence[ScalingPoint], algorithm: str, axis: str) -> float | None:
+    """The log-log slope of a curve (least squares): the exponent of its growth."""
+    pts = [p for p in points if p.algorithm == algorithm and p.axis == axis and p.x > 0]
+    if len(pts) < 2:
+        return None
+    xs = np.log([p.x for p in pts])
+    ys = np.log([max(p.seconds_per_item, 1e-12) for p in pts])
+    if np.ptp(xs) == 0:
+        return None
+    return float(np.polyfit(xs, ys, 1)[0])
+
+
+def table(points: Sequence[ScalingPoint]) -> str:
+    lines = [f"{'algorithm':<16}{'axis':<6}{'x':>9}{'n':>8}{'|S|':>6}{'ms/item':>12}{'items':>7}"]
+    for p in points:
+        lines.append(
+            f"{p.algorithm:<16}{p.axis:<6}{p.x:>9}{p.n:>8}{p.size:>6}"
+            f"{p.seconds_per_item * 1e3:>12.4f}{p.items:>7}"
+        )
+    exps = []
+    for name in (*FEATURE_ALGORITHMS, *INSTANCE_ALGORITHMS):
+        for axis in ("n", "size", "d"):
+            s = slope(points, name, axis)
+            if s is not None and not math.isnan(s):
+                exps.append(f"{name} vs {axis}: {s:.2f}")
+    if exps:
+        lines.append("log-log slopes: " + "; ".join(exps))
+    return "\n".join(lines)
+
+
+__all__ = [
+    "FEATURE_ALGORITHMS",
+    "INSTANCE_ALGORITHMS",
+    "Grid",
+    "ScalingPoint",
+    "feature_point",
+    "instance_point",
+    "plot",
+    "run_scaling",
+    "slope",
+    "table",
+]

@@ -1,0 +1,135 @@
+"""A ``featurestream serve`` child process for benchmarks, with its memory high-water mark."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+BLAS_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _status_kib(pid: int, key: str) -> int | None:
+    """A ``VmXxx`` line of /proc/<pid>/status in KiB; None where /proc is absent."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return None
+
+
+@dataclass
+class SpawnedServer:
+    """A server this process started: its URL, its process and its store."""
+
+    url: str
+    proc: subprocess.Popen[bytes]
+    store: str
+    key_prefix: str
+
+    @property
+    def pid(self) -> int:
+        return int(self.proc.pid)
+
+    def rss_bytes(self) -> int | None:
+        kib = _status_kib(self.pid, "VmRSS")
+        return None if kib is None else kib * 1024
+
+    def peak_rss_bytes(self) -> int | None:
+        """VmHWM: the most resident memory since start or since :meth:`reset_peak`."""
+        kib = _status_kib(self.pid, "VmHWM")
+        return None if kib is None else kib * 1024
+
+    def reset_peak(self) -> bool:
+        """Reset VmHWM to the current RSS (Linux: ``5`` to /proc/<pid>/clear_refs).
+
+        Lets one server report the peak of each run. False when the kernel
+        refuses; the peak then covers the server's whole life so far.
+        """
+        try:
+            Path(f"/proc/{self.pid}/clear_refs").write_text("5")
+        except OSError:
+            return False
+        return True
+
+
+@contextmanager
+def spawn_server(
+    store: str,
+    *,
+    blas_threads: int | None = 1,
+    key_prefix: str | None = None,
+    startup_seconds: float = 60.0,
+) -> Iterator[SpawnedServer]:
+    """Start ``featurestream serve`` on a free port and wait until its store is ready.
+
+    The keys go under a fresh prefix (``fsbench-<random>``), so a shared Redis
+    is never touched outside it; every stream the benchmark creates is deleted
+    by the benchmark itself. ``blas_threads`` caps the server's BLAS threads
+    (None leaves the environment as it is).
+    """
+    import httpx
+
+    port = free_port()
+    prefix = key_prefix or f"fsbench-{uuid.uuid4().hex[:10]}"
+    env = {**os.environ, "FEATURESTREAM_KEY_PREFIX": prefix}
+    # Settings read FEATURESTREAM_*: options given here must win over the caller's shell.
+    for var in ("FEATURESTREAM_STORE_URL", "FEATURESTREAM_WORKERS", "FEATURESTREAM_API_KEYS_FILE"):
+        env.pop(var, None)
+    if blas_threads is not None:
+        for var in BLAS_VARIABLES:
+            env[var] = str(blas_threads)
+    cmd = [
+        sys.executable,
+        "-m",
+        "featurestream",
+        "serve",
+        "--port",
+        str(port),
+        "--store",
+        store,
+        "--log-level",
+        "warning",
+    ]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + startup_seconds
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the benchmark server exited with status {proc.returncode}")
+            try:
+                if httpx.get(url + "/readyz", timeout=1.0).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the benchmark server on {store} was not ready in time")
+            time.sleep(0.05)
+        yield SpawnedServer(url, proc, store, prefix)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+__all__ = ["BLAS_VARIABLES", "SpawnedServer", "free_port", "spawn_server"]

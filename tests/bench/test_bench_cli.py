@@ -1,0 +1,156 @@
+"""``featurestream bench`` options: suite selection, budgets, JSON output, scaling, old modes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from featurestream.bench import main
+from featurestream.bench.command import _judge, render_table
+from featurestream.bench.datasets import feature_spec, make_features
+from featurestream.bench.runs import (
+    GROUP_SIZE,
+    RunResult,
+    chunk_bounds,
+    compare,
+    features_in_process,
+)
+from featurestream.config import Settings
+from tests.client.live import LiveServer
+
+
+@pytest.fixture(scope="module")
+def live_url() -> Iterator[str]:
+    server = LiveServer(Settings(store_url="memory://")).start()
+    yield server.url
+    server.stop()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--dataset", "mnist"],
+        ["--algorithm", "lasso", "--quick"],
+        ["--params", "[1, 2]"],
+        ["--params", "{not json"],
+        ["--algorithm", "all"],  # the single-run modes take one algorithm
+        ["--mode", "instances", "--algorithm", "alpha_investing"],
+    ],
+)
+def test_bad_options_exit_with_usage_error(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+
+
+def test_suite_in_process_only_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    argv = ["--quick", "--dataset", "dorothea", "--algorithm", "saola", "--algorithm", "ofs"]
+    code = main([*argv, "--skip-service", "--json", str(out)])
+    assert code == 0
+    data = json.loads(out.read_text())
+    # ofs is an instance-stream selector: it does not run on a feature set.
+    assert [(r["dataset"], r["algorithm"], r["mode"]) for r in data["results"]] == [
+        ("dorothea", "saola", "in-process")
+    ]
+    assert data["meta"]["server_spawned"] is False and data["meta"]["store"] is None
+
+
+def test_budget_stops_a_run_after_a_chunk(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "r.json"
+    argv = ["--quick", "--dataset", "thrombin", "--algorithm", "saola", "--skip-service"]
+    code = main([*argv, "--chunk", "500", "--budget", "0", "--json", str(out)])
+    assert code == 0
+    (r,) = json.loads(out.read_text())["results"]
+    assert r["items"] == 500 and r["planned"] == 3000 and r["complete"] is False
+    assert "stopped when the --budget ran out" in capsys.readouterr().out
+
+
+def test_given_url_is_used_and_its_memory_not_measured(live_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    argv = ["--quick", "--dataset", "dorothea", "--algorithm", "saola", "--url", live_url]
+    assert main([*argv, "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    service = next(r for r in data["results"] if r["mode"] == "service")
+    assert service["identical"] is True
+    assert service["peak_rss_bytes"] is None and "not spawned" in service["rss_note"]
+    assert data["meta"]["server_spawned"] is False and data["meta"]["url_given"] is True
+
+
+def test_group_saola_chunks_hold_whole_groups() -> None:
+    d = make_features(feature_spec("dorothea", quick=True))
+    bounds = chunk_bounds(d, "group_saola", 1234)
+    assert bounds[0] == (0, 1230) and bounds[-1][1] == d.b
+    assert all(lo % GROUP_SIZE == 0 for lo, _ in bounds)
+    dense = make_features(feature_spec("dense", quick=True))
+    assert chunk_bounds(dense, "saola", 10**9) == [(0, dense.b)]
+
+
+def test_compare_and_judge() -> None:
+    d = make_features(feature_spec("dorothea", quick=True))
+    ref = features_in_process(d, "saola", {}, chunk=700)
+    assert ref.complete and ref.items == d.b
+    svc = RunResult(**{**ref.__dict__, "mode": "service", "seconds": 2 * ref.seconds})
+    compare(svc, ref)
+    assert svc.identical is True and svc.ratio == pytest.approx(2.0)
+    other = RunResult(**{**svc.__dict__, "selection": ref.selection[:-1], "identical": None})
+    compare(other, ref)
+    assert other.identical is False
+    assert "NO" in render_table([other])
+
+    full = RunResult(**{**ref.__dict__, "dataset": "dorothea", "mode": "service", "seconds": 1.5})
+    _judge(full, quick=False)
+    assert full.target == "<= 2 s" and full.met is True
+    slow = RunResult(**{**full.__dict__, "seconds": 2.5})
+    _judge(slow, quick=False)
+    assert slow.met is False and "MISSED" in render_table([slow])
+    _judge(quick := RunResult(**{**full.__dict__, "target": None, "met": None}), quick=True)
+    assert quick.target is None and quick.met is None
+
+
+@pytest.mark.slow
+def test_single_run_modes_still_print_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--columns", "300", "--rows", "200", "--repeat", "1", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["mode"] for r in rows] == ["in-process", "service"]
+    assert rows[1]["recall"] == rows[0]["recall"] == 1.0
+    assert rows[1]["selected"] == rows[0]["selected"]
+    argv = ["--mode", "instances", "--instances", "300", "--dim", "30", "--repeat", "1"]
+    assert main([*argv, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["algorithm"] == "ofs" and rows[1]["same_selection"] is True
+
+
+def test_scaling_quick_writes_points_and_a_plot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("matplotlib")
+    png, out = tmp_path / "s.png", tmp_path / "s.json"
+    argv = ["scaling", "--quick", "--algorithm", "saola", "--algorithm", "ofs"]
+    assert main([*argv, "--plot", str(png), "--json", str(out)]) == 0
+    points = json.loads(out.read_text())["points"]
+    assert {(p["algorithm"], p["axis"]) for p in points} == {
+        ("saola", "n"),
+        ("saola", "size"),
+        ("ofs", "d"),
+    }
+    assert all(p["seconds_per_item"] > 0 for p in points)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "plot written" in capsys.readouterr().out
+
+
+def test_scaling_without_matplotlib_skips_the_plot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    png = tmp_path / "s.png"
+    argv = ["--scaling", "--quick", "--algorithm", "alpha_investing", "--plot", str(png)]
+    assert main(argv) == 0
+    assert not png.exists()
+    assert "matplotlib is not installed" in capsys.readouterr().out
