@@ -17,6 +17,7 @@ Engineering 26(3), 2014.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -201,6 +202,14 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
         w = self.state.w
         names = self.state.feature_names
         return tuple(SelectedFeature(names[i], float(w[i])) for i in _selected_order(w))
+
+    def selected(self) -> tuple[str, ...]:
+        # Asked once per WebSocket frame: names straight from the order, no objects.
+        order = _selected_order(self.state.w)
+        if order.shape[0] == 0:
+            return ()
+        picked = operator.itemgetter(*order.tolist())(self.state.feature_names)
+        return picked if isinstance(picked, tuple) else (picked,)
 
     def status(self) -> dict[str, JSON]:
         s = self.state
