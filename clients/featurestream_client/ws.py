@@ -127,6 +127,7 @@ class InstanceFeed:
         self.exhausted = False
         self.failure: FeatureStreamError | None = None
         self.errors: list[FeatureStreamError] = []
+        self.store_outages = 0  # store-unavailable notices (each followed by a 1013 close)
         self.acked: list[int] = []
         self.version: int | None = None
         self.instances_seen: int | None = None
@@ -181,6 +182,11 @@ class InstanceFeed:
             error = error_from_problem(int(problem.get("status") or 400), problem)
             seq = msg.get("seq")
             error.seq = seq  # type: ignore[attr-defined]
+            if seq is None and error.status == 503:
+                # The store is down: the server closes with 1013 next, and the feed
+                # resumes after it like after any dropped connection.
+                self.store_outages += 1
+                return
             if seq is None or int(seq) not in self.pending:
                 raise error  # about the connection, not one frame
             # A refused frame uses up its seq and changes nothing.

@@ -84,6 +84,7 @@ class _Live:
     version: int
     selector: Selector[Any, Any]
     producers: dict[str, int] = field(default_factory=dict)
+    from_cache: bool = False
 
     @property
     def kind(self) -> str:
@@ -475,6 +476,8 @@ class StreamEngine:
                 elif f.seq == last + len(fresh) + 1:
                     fresh.append(f)
                 else:
+                    if live.from_cache:
+                        raise _StaleCache
                     exc = _seq_conflict(producer, f.seq, last + len(fresh), "leaves a gap")
                     results.append(FrameResult(f.seq, render_error(exc, f.seq), fatal=True))
                     break
@@ -586,6 +589,10 @@ class StreamEngine:
                 previous = live.selector.snapshot()
                 try:
                     step = await attempt(live)
+                except _StaleCache:
+                    # Another process moved the producer on: read the stream again.
+                    self._cache.pop(stream_id, None)
+                    continue
                 except BaseException:
                     # Nothing was committed: put the selector back as it was.
                     live.selector = type(live.selector).resume(live.selector.params, previous)
@@ -676,6 +683,8 @@ class StreamEngine:
                 )
             return stored
         if seq != last + 1:
+            if live.from_cache:
+                raise _StaleCache
             raise SequenceConflict(
                 f"seq {seq} of producer {producer!r} leaves a gap; the next expected seq "
                 f"is {last + 1}.",
@@ -687,6 +696,7 @@ class StreamEngine:
     async def next_seq(self, stream_id: str, producer: str) -> int:
         """The seq the producer's next request must carry."""
         async with self._lock(stream_id):
+            self._cache.pop(stream_id, None)
             live = await self._live(stream_id)
             return live.producers.get(producer, 0) + 1
 
@@ -694,6 +704,7 @@ class StreamEngine:
         live = self._cache.get(stream_id)
         if live is not None:
             self._cache.move_to_end(stream_id)
+            live.from_cache = True
             return live
         record = await self.store.load(stream_id)
         decoded = await anyio.to_thread.run_sync(codec.decode, record.blob)
@@ -772,6 +783,10 @@ def _apply_frames(
         return None, pairs
     changed = before != sel.selected()
     return outcome(live, version, events, (), changed), pairs
+
+
+class _StaleCache(Exception):
+    """The cached copy of a stream is behind the store."""
 
 
 def _seq_conflict(producer: str, seq: int, last: int, problem: str) -> SequenceConflict:

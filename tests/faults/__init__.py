@@ -1,0 +1,1 @@
+"""Fault injection: server and Redis processes killed while clients write."""
