@@ -142,7 +142,9 @@ def _client_package() -> Any:
     return fc
 
 
+@pytest.mark.parametrize("seconds", [2.0, pytest.param(10.0, id="10s")])
 def test_redis_stopped_during_a_run_the_client_package_retries_through_it(
+    seconds: float,
     processes: Processes,
     redis_server_factory: Callable[..., RedisServer],
     key_prefix: str,
@@ -153,7 +155,7 @@ def test_redis_stopped_during_a_run_the_client_package_retries_through_it(
     workload = feature_workload(502, requests=REQUESTS)
     create_stream(server.url, workload, "c")
     results: list[Any] = []
-    outage = Outage(store, lambda: len(results), after=5, seconds=2.0)
+    outage = Outage(store, lambda: len(results), after=5, seconds=seconds)
     outage.start()
     policy = fc.RetryPolicy(attempts=1000, backoff=0.05, max_backoff=0.25, max_retry_after=0.25)
     with fc.Client(server.url, retry=policy, timeout=30) as client:
