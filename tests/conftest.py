@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.support import free_port
+
 settings.register_profile(
     "ci",
     max_examples=40,
@@ -40,12 +42,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Redis server for the redis-marked tests (default: $REDIS_URL, else a private "
         "redis-server started on a free port).",
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

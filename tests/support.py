@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 
 DATA = Path(__file__).parent / "data"
@@ -42,3 +50,68 @@ def instances() -> tuple[np.ndarray, np.ndarray]:
 
 def names(count: int, prefix: str = "f") -> list[str]:
     return [f"{prefix}{i}" for i in range(count)]
+
+
+class ServeProcess:
+    """``featurestream serve`` in a child process (start, SIGKILL, or a clean stop).
+
+    ``env`` adds environment variables (settings) for the server.
+    """
+
+    def __init__(
+        self,
+        store_url: str,
+        prefix: str = "fs",
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.port = port or free_port()
+        self.store_url = store_url
+        self.prefix = prefix
+        self.env = dict(env or {})
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ServeProcess:
+        exe = shutil.which("featurestream")
+        cmd = [exe] if exe else [sys.executable, "-m", "featurestream"]
+        cmd += ["serve", "--port", str(self.port), "--store", self.store_url]
+        cmd += ["--log-level", "warning"]
+        env = {**os.environ, "FEATURESTREAM_KEY_PREFIX": self.prefix, **self.env}
+        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=0.5).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("server did not answer /healthz")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+        self.proc = None
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -6,12 +6,7 @@ Not a test module: imported by the conftests of tests/client and tests/cli.
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -24,7 +19,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from featurestream.api import create_app
 from featurestream.config import Settings
-from tests.conftest import free_port
+from tests.support import free_port
 
 
 class LiveServer:
@@ -74,49 +69,6 @@ def _refuse_websockets(app: ASGIApp) -> ASGIApp:
         await app(scope, receive, send)
 
     return front
-
-
-class ServeProcess:
-    """``featurestream serve`` in a child process."""
-
-    def __init__(self, store_url: str, prefix: str = "fs") -> None:
-        self.port = free_port()
-        self.store_url = store_url
-        self.prefix = prefix
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> ServeProcess:
-        exe = shutil.which("featurestream")
-        cmd = [exe] if exe else [sys.executable, "-m", "featurestream"]
-        cmd += ["serve", "--port", str(self.port), "--store", self.store_url]
-        cmd += ["--log-level", "warning"]
-        env = {**os.environ, "FEATURESTREAM_KEY_PREFIX": self.prefix}
-        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}")
-            try:
-                if httpx.get(self.url + "/healthz", timeout=0.5).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("server did not answer /healthz")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.proc = None
 
 
 class LoseResponses(httpx.BaseTransport):

@@ -9,7 +9,8 @@ import pytest
 
 from featurestream_client import Client
 from tests import support
-from tests.client.live import ServeProcess, has_websocket_route
+from tests.client.live import has_websocket_route
+from tests.support import ServeProcess
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
 import socket
 import time
 from collections.abc import Iterator
@@ -14,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from featurestream.api import create_app
 from featurestream.config import Settings
-from tests.service.test_processes import Server
+from tests.support import ServeProcess
 
 
 def npy(a: np.ndarray) -> bytes:
@@ -130,11 +129,7 @@ def test_streams_per_tenant(limited: TestClient) -> None:
 
 @pytest.mark.slow
 def test_a_stalled_body_times_out_with_408() -> None:
-    os.environ["FEATURESTREAM_BODY_TIMEOUT"] = "0.5"
-    try:
-        server = Server("memory://").start()
-    finally:
-        del os.environ["FEATURESTREAM_BODY_TIMEOUT"]
+    server = ServeProcess("memory://", env={"FEATURESTREAM_BODY_TIMEOUT": "0.5"}).start()
     try:
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
             s.sendall(

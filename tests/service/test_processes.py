@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,54 +15,12 @@ from featurestream import codec
 from featurestream.selectors import SAOLA, SAOLAParams
 from featurestream.store.keys import stream_keys
 from tests import support
-from tests.conftest import free_port
+from tests.support import ServeProcess
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
 
-class Server:
-    """``featurestream serve`` in a child process."""
-
-    def __init__(self, store_url: str, prefix: str = "fs", port: int | None = None) -> None:
-        self.port = port or free_port()
-        self.store_url = store_url
-        self.prefix = prefix
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> Server:
-        exe = shutil.which("featurestream")
-        cmd = [exe] if exe else [sys.executable, "-m", "featurestream"]
-        cmd += ["serve", "--port", str(self.port), "--store", self.store_url]
-        cmd += ["--log-level", "warning"]
-        env = {**os.environ, "FEATURESTREAM_KEY_PREFIX": self.prefix}
-        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}")
-            try:
-                if httpx.get(self.url + "/healthz", timeout=0.5).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("server did not answer /healthz")
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-        self.proc = None
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(15)
-        self.proc = None
+Server = ServeProcess
 
 
 @pytest.fixture
