@@ -39,6 +39,7 @@ from featurestream_client.models import (
 )
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 #: A sequence number no producer reaches: a write with it is refused as a gap,
 #: and the refusal names the producer's next expected seq (nothing is applied).
@@ -316,21 +317,15 @@ class StreamCore:
             chunk_bytes or self.chunking.bytes,
             self.chunking.header_bytes,
         )
-        path = stream_path(self.id, "/features")
-        parts: list[FeaturesResult] = []
-        for chunk in chunks:
-
-            def build(seq: int, chunk: _data.Chunk = chunk) -> Call:
-                body = _data.features_body(cols, chunk, self.producer.name, seq)
-                return Call("POST", path, content=body.content, headers=body.headers)
-
-            try:
-                reply = yield from self.write_op(build)
-            except FeatureStreamError as exc:
-                exc.partial = FeaturesResult.combine(parts)
-                raise
-            parts.append(FeaturesResult.from_json(reply.json(), reply.replayed))
-        return FeaturesResult.combine(parts)
+        bodies = [
+            lambda seq, c=chunk: _data.features_body(cols, c, self.producer.name, seq)
+            for chunk in chunks
+        ]
+        return (
+            yield from self._post_chunks(
+                "/features", bodies, FeaturesResult.from_json, FeaturesResult.combine
+            )
+        )
 
     def add_groups_op(
         self,
@@ -347,21 +342,14 @@ class StreamCore:
         plan = _data.plan_groups(
             parsed, chunk_columns or self.chunking.columns, chunk_bytes or self.chunking.bytes
         )
-        path = stream_path(self.id, "/groups")
-        parts: list[FeaturesResult] = []
-        for batch in plan:
-
-            def build(seq: int, batch: list[_data.Group] = batch) -> Call:
-                body = _data.groups_body(batch, self.producer.name, seq)
-                return Call("POST", path, content=body.content, headers=body.headers)
-
-            try:
-                reply = yield from self.write_op(build)
-            except FeatureStreamError as exc:
-                exc.partial = FeaturesResult.combine(parts)
-                raise
-            parts.append(FeaturesResult.from_json(reply.json(), reply.replayed))
-        return FeaturesResult.combine(parts)
+        bodies = [
+            lambda seq, b=batch: _data.groups_body(b, self.producer.name, seq) for batch in plan
+        ]
+        return (
+            yield from self._post_chunks(
+                "/groups", bodies, FeaturesResult.from_json, FeaturesResult.combine
+            )
+        )
 
     # -------------------------------------------------------- instances
 
@@ -385,21 +373,42 @@ class StreamCore:
         chunks = _data.plan_rows(
             data.X.shape[0], data.X.shape[1], batch_size, chunk_bytes or self.chunking.bytes
         )
-        path = stream_path(self.id, "/instances")
-        parts: list[InstancesResult] = []
-        for chunk in chunks:
+        bodies = [
+            lambda seq, c=chunk: _data.instances_body(data, c, self.producer.name, seq)
+            for chunk in chunks
+        ]
+        return (
+            yield from self._post_chunks(
+                "/instances", bodies, InstancesResult.from_json, InstancesResult.combine
+            )
+        )
 
-            def build(seq: int, chunk: _data.Chunk = chunk) -> Call:
-                body = _data.instances_body(data, chunk, self.producer.name, seq)
+    def _post_chunks(
+        self,
+        suffix: str,
+        bodies: Sequence[Callable[[int], Any]],
+        parse: Callable[[Mapping[str, Any], bool], R],
+        combine: Callable[[Sequence[R]], R],
+    ) -> Op[R]:
+        """POST each body (built for its seq) in order and combine the results.
+
+        A failure carries what the chunks before it did as ``exc.partial``.
+        """
+        path = stream_path(self.id, suffix)
+        parts: list[R] = []
+        for make in bodies:
+
+            def build(seq: int, make: Callable[[int], Any] = make) -> Call:
+                body = make(seq)
                 return Call("POST", path, content=body.content, headers=body.headers)
 
             try:
                 reply = yield from self.write_op(build)
             except FeatureStreamError as exc:
-                exc.partial = InstancesResult.combine(parts)
+                exc.partial = combine(parts)
                 raise
-            parts.append(InstancesResult.from_json(reply.json(), reply.replayed))
-        return InstancesResult.combine(parts)
+            parts.append(parse(reply.json(), reply.replayed))
+        return combine(parts)
 
 
 def parse_problem(status: int, content: bytes) -> dict[str, Any]:
