@@ -8,7 +8,13 @@ from collections.abc import Callable
 
 import pytest
 
-from featurestream.errors import ConcurrentUpdate, StoreUnavailable, StreamExists, StreamNotFound
+from featurestream.errors import (
+    ConcurrentUpdate,
+    DuplicateNames,
+    StoreUnavailable,
+    StreamExists,
+    StreamNotFound,
+)
 from featurestream.store.base import Commit, StateStore
 from featurestream.store.keys import stream_keys
 from tests.conftest import RedisServer
@@ -70,7 +76,11 @@ async def test_commit_bumps_version_and_writes_everything(store: StateStore) -> 
     rec = await store.load("s1")
     assert (rec.version, rec.blob, rec.producers) == (1, b"state-1", {"p": 1})
     assert await store.stored_response("s1", "p", 1) == b"r1"
-    assert await store.known_names("s1", ["a", "c", "b"]) == ["a", "b"]
+    # The names are recorded: a later commit naming one of them is refused whole.
+    with pytest.raises(DuplicateNames) as info:
+        await store.commit("s1", _commit(1, cid="c2", names=["c", "b"]))
+    assert info.value.names == ["b"]
+    assert (await store.load("s1")).version == 1
     entries = await store.events("s1", 1, 10)
     assert [e.version for e in entries] == [1]
     assert json.loads(entries[0].payload)["events"][0]["v"] == 1
@@ -145,9 +155,10 @@ async def test_delete_removes_every_key_and_listing(store: StateStore) -> None:
         await store.load("s1")
     # Re-creating starts from scratch: no names, producers or events survive.
     await _create(store, "s1", "inc-3")
-    assert await store.known_names("s1", ["a"]) == []
     assert (await store.load("s1")).producers == {}
     assert await store.events("s1", 0, 10) == []
+    # ... and the old names are free again.
+    assert await store.commit("s1", _commit(0, cid="c2", names=["a"], incarnation="inc-3")) == 1
 
 
 @pytest.mark.redis

@@ -230,9 +230,6 @@ class StateStore(Protocol):
     async def stored_response(self, stream_id: str, producer: str, seq: int) -> bytes | None:
         """The response stored for (producer, seq), or None outside the window."""
 
-    async def known_names(self, stream_id: str, names: Sequence[str]) -> list[str]:
-        """The subset of names that the stream has already seen."""
-
     async def list_streams(self) -> list[StreamSummary]: ...
 
     async def delete(self, stream_id: str) -> bool:

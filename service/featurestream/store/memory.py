@@ -9,7 +9,7 @@ in-process broadcaster. Nothing survives the process.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,10 +124,6 @@ class InMemoryStore:
 
     async def stored_response(self, stream_id: str, producer: str, seq: int) -> bytes | None:
         return self._get(stream_id).responses.get((producer, seq))
-
-    async def known_names(self, stream_id: str, names: Sequence[str]) -> list[str]:
-        seen = self._get(stream_id).names
-        return [n for n in names if n in seen]
 
     async def list_streams(self) -> list[StreamSummary]:
         return [await self.summary(k) for k in sorted(self._streams)]

@@ -130,7 +130,6 @@ return v
 """
 
 _SUMMARY_FIELDS = ("info", "version", "updated_at", "selection", "status")
-_NAMES_CHUNK = 10_000
 
 
 class PubSubHub:
@@ -436,16 +435,6 @@ class RedisStore:
         async with self._guard():
             value: Any = await self._redis.hget(k.responses, response_field(producer, seq))
         return None if value is None else bytes(value)
-
-    async def known_names(self, stream_id: str, names: Sequence[str]) -> list[str]:
-        k = stream_keys(self._prefix, stream_id)
-        found: list[str] = []
-        async with self._guard():
-            for start in range(0, len(names), _NAMES_CHUNK):
-                chunk = list(names[start : start + _NAMES_CHUNK])
-                flags = await self._redis.smismember(k.names, chunk)
-                found.extend(n for n, f in zip(chunk, flags, strict=True) if f)
-        return found
 
     async def list_streams(self) -> list[StreamSummary]:
         async with self._guard():
