@@ -41,7 +41,8 @@ from featurestream.selectors.base import (
     SelectedFeature,
     Vector,
 )
-from featurestream.stats.columns import is_constant_rows, row_dots
+from featurestream.stats.columns import row_dots
+from featurestream.stats.sparse import Columns
 
 _EPS = float(np.finfo(np.float64).eps)
 
@@ -84,6 +85,137 @@ def _project_out(F: Matrix, basis: Iterable[Vector]) -> None:
     for q in basis:
         c = row_dots(F, q)
         F -= c[:, None] * q[None, :]
+
+
+# A column whose part outside span[1, S] keeps at least this share of its centred
+# sum of squares is tested from its sparse dot products; below it, the
+# subtraction ||x_c||^2 - sum_k (x . q_k)^2 would lose digits, and the column is
+# orthogonalised densely instead (modified Gram-Schmidt).
+_CANCELLATION = 1.0 / 64.0
+
+
+class _Pending:
+    """The columns of a batch still to be decided, as the fit on [1, S] sees them.
+
+    For column x (canonical non-zeros, scaled by a power of two) and the
+    orthonormal basis q_0 = 1/sqrt(n), q_1, ... of span[1, S], the part of x
+    outside the span has squared norm ``||x - mean(x)||^2 - sum_{k>=1} (x . q_k)^2``
+    and its dot product with the residual r (orthogonal to the span) is x . r.
+    Both come from the column's non-zeros alone, so a test costs O(nnz(x) |S|)
+    rather than O(n |S|). A column for which that subtraction cancels (most of
+    it lies in the span: below ``_CANCELLATION``) is orthogonalised densely by
+    modified Gram-Schmidt instead, which is exact to working precision and also
+    decides whether it lies in the span at all.
+
+    Every number is a per-column reduction applied in the same order whatever
+    the batch (each basis vector subtracts its square in turn; dense rows are
+    projected on the basis vectors one at a time), so a batch decides exactly
+    as its columns one by one (ALGORITHMS.md, "Determinism and replay").
+    """
+
+    def __init__(self, cols: Columns, Q: Matrix, r: Vector, centred_sq: Vector) -> None:
+        self.cols = cols
+        self.centred_sq = centred_sq
+        self.outside_sq = centred_sq.copy()
+        for q in Q[1:]:
+            self._subtract(0, q)
+        self.r_dots = cols.dot_dense(r[None, :])[0]
+        # Densely orthogonalised columns: position -> (row, norm before projection),
+        # every row projected on the first `through` basis vectors.
+        self.dense: dict[int, tuple[Vector, float]] = {}
+        self.through = 0
+
+    def _subtract(self, start: int, q: Vector) -> None:
+        c = self.cols.tail(start).dot_dense(q[None, :])[0]
+        self.outside_sq[start:] -= c * c
+
+    def extend(self, start: int, q: Vector, r: Vector) -> None:
+        """A new basis vector q (and residual r): update the columns from ``start`` on."""
+        self._subtract(start, q)
+        self.r_dots[start:] = self.cols.tail(start).dot_dense(r[None, :])[0]
+        for k in [k for k in self.dense if k < start]:
+            del self.dense[k]
+
+    def projected(self, k: int, basis: list[Vector]) -> Matrix:
+        """Column k, scaled, after one modified Gram-Schmidt pass over ``basis``, as (1, n)."""
+        self._bring_up(basis)
+        if k in self.dense:
+            return self.dense[k][0][None, :].copy()
+        v = self.cols.take([k]).to_dense()
+        _project_out(v, basis)
+        return v
+
+    def _bring_up(self, basis: list[Vector]) -> None:
+        if self.dense and self.through < len(basis):
+            keys = list(self.dense)
+            P = np.array([self.dense[k][0] for k in keys])
+            _project_out(P, basis[self.through :])
+            self.dense = {k: (P[i], self.dense[k][1]) for i, k in enumerate(keys)}
+        self.through = len(basis)
+
+    def exponents(
+        self,
+        start: int,
+        basis: list[Vector],
+        r: Vector,
+        sse: float,
+        y_norm: float,
+        tol: float,
+        n: int,
+    ) -> tuple[Vector, np.ndarray[Any, np.dtype[np.bool_]]]:
+        """(SSE_new - SSE_old) / (2 sigma2) and the in-span mask of columns ``start:``.
+
+        SSE_new - SSE_old = -(q_f . r)^2 is used directly rather than as the
+        difference of two nearly equal sums, which would lose the small
+        decrements that matter most for rejections.
+        """
+        m = self.cols.b - start
+        if sse == 0.0 or sse <= (tol * y_norm) ** 2:
+            # y is already fitted exactly (SSE_old = 0, up to rounding): sigma2 = 0
+            # makes step 2 read 0/0. No column can lower SSE below 0, so every
+            # later column has SSE_new = SSE_old and we take p = exp(0) = 1.
+            return np.zeros(m), np.ones(m, dtype=bool)
+        sigma2 = sse / n
+        outside = self.outside_sq[start:]
+        dense = ~(outside >= _CANCELLATION * self.centred_sq[start:])
+        safe = np.where(dense, 1.0, outside)
+        c = self.r_dots[start:] / np.sqrt(safe)
+        in_span = np.zeros(m, dtype=bool)
+        # A huge ratio overflows to -inf, whose exp is the right limit p = 0.
+        with np.errstate(over="ignore"):
+            exponent = -(c * c) / (2.0 * sigma2)
+        rows = np.flatnonzero(dense)
+        if rows.size:
+            self._bring_up(basis)
+            new = [int(k) + start for k in rows if int(k) + start not in self.dense]
+            if new:
+                F = self.cols.take(new).to_dense()
+                f_norm = np.sqrt(_sq_norms(F))
+                _project_out(F, basis)
+                for i, k in enumerate(new):
+                    self.dense[k] = (F[i], float(f_norm[i]))
+            keys = [int(k) + start for k in rows]
+            P = np.array([self.dense[k][0] for k in keys])
+            f_norms = np.array([self.dense[k][1] for k in keys])
+            e_dense, s_dense = _dense_exponents(P, f_norms, r, sigma2, tol)
+            exponent[rows] = e_dense
+            in_span[rows] = s_dense
+        return exponent, in_span
+
+
+def _dense_exponents(
+    P: Matrix, f_norm: Vector, r: Vector, sigma2: float, tol: float
+) -> tuple[Vector, np.ndarray[Any, np.dtype[np.bool_]]]:
+    """Exponents and in-span mask of densely orthogonalised rows P."""
+    norm = np.sqrt(_sq_norms(P))
+    # A column whose orthogonalised part is rounding noise lies in
+    # span[1, S]: SSE_new = SSE_old, p = 1 (ALGORITHMS.md step 2).
+    in_span = norm <= tol * f_norm
+    safe = np.where(in_span, 1.0, norm)
+    c = row_dots(P, r) / safe
+    with np.errstate(over="ignore"):
+        exponent = -(c * c) / (2.0 * sigma2)
+    return np.where(in_span, 0.0, exponent), in_span
 
 
 @dataclass(frozen=True)
@@ -175,6 +307,7 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
     """
 
     name: ClassVar[str] = "alpha_investing"
+    accepts_sparse: ClassVar[bool] = True
     params_type: ClassVar[type[Params]] = AlphaInvestingParams
     state_type: ClassVar[type[Any]] = AlphaInvestingState
 
@@ -228,37 +361,40 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
     # ------------------------------------------------------------------ learning
 
     def _learn_batch(
-        self, names: list[str], X: Matrix, groups: Sequence[str | None] | None
+        self, names: list[str], X: Matrix | Any, groups: Sequence[str | None] | None
     ) -> list[Decision]:
         p = self.params
         s = self.state
         n = self.n_instances
         tol = span_tolerance(n)
-        constant = is_constant_rows(X)
         y_norm = math.sqrt(float(row_dots(s.y[None, :], s.y)[0]))
-
-        # First Gram-Schmidt pass of every non-constant column against the
-        # current basis, vectorised over the batch. Rows of P are the pending
-        # columns in arrival order; an acceptance later projects the rows
-        # after it on the new basis vector (a rank-1 update), which by
-        # _project_out's construction equals what a later single arrival
-        # would compute.
-        cand = np.flatnonzero(~constant)
+        # Every column in its canonical sparse form: dense or sparse, alone or in
+        # a batch, a column is the same object, and every per-column number below
+        # is a reduction over its own non-zeros (stats/sparse.py).
+        cols = Columns.from_any(X)
         # The fit on [1, S, f] depends on f only through span(f), so each column
         # is first scaled (exactly) by a power of two that brings its largest
         # magnitude into [0.5, 1): its squares then stay in float64 range (a
         # column of values near 1e-200 would otherwise have a norm that
         # underflows to 0 and look like it lies in the span).
-        _, e = np.frexp(np.abs(X[cand]).max(axis=1, initial=0.0))
-        P = np.ascontiguousarray(np.ldexp(X[cand], -e[:, None]))
-        f_norm = np.sqrt(_sq_norms(P))
-        _project_out(P, s.Q)
+        peak = np.zeros(cols.b)
+        has = cols.nnz > 0
+        if has.any():
+            peak[has] = np.maximum.reduceat(np.abs(cols.data), cols.indptr[:-1][has])
+        _, e = np.frexp(peak)
+        cols = Columns(
+            cols.n, cols.indptr, cols.indices, np.ldexp(cols.data, -np.repeat(e, cols.nnz))
+        )
+        _, centred_norm, constant = cols.moments()
+        cand = np.flatnonzero(~constant)
+        if cand.size < cols.b:
+            cols = cols.take(cand)
         row_of = {int(j): k for k, j in enumerate(cand)}
-
+        pending = _Pending(cols, s.Q, s.residual, centred_norm[cand] ** 2)
         basis: list[Vector] = list(s.Q)
         r = s.residual.copy()
         sse = s.sse
-        exponent, in_span = self._exponents(P, f_norm, r, sse, y_norm, tol, n)
+        exponent, in_span = pending.exponents(0, basis, r, sse, y_norm, tol, n)
 
         wealth = s.wealth
         i = s.features_tested
@@ -284,27 +420,25 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
                 wealth -= alpha_i
                 decisions.append(Decision(name, False, Reason.NOT_SIGNIFICANT, score=p_val))
                 continue
-
             wealth += p.dw - alpha_i
             accepted_total += 1
             selected.append(name)
             p_values.append(p_val)
             decisions.append(Decision(name, True, None, score=p_val))
-            # Second Gram-Schmidt pass for the new basis vector, so that Q stays
+            # The new basis vector: the column projected out of the basis twice
+            # (modified Gram-Schmidt, "twice is enough"), so that Q stays
             # orthonormal to working precision even for nearly collinear columns.
-            v = P[k : k + 1].copy()
+            v = pending.projected(k, basis)
             _project_out(v, basis)
             q = v[0] / math.sqrt(float(row_dots(v, v[0])[0]))
             basis.append(q)
             c = float(row_dots(r[None, :], q)[0])
             r = r - c * q
             sse = float(row_dots(r[None, :], r)[0])
-            # Rank-1 update of the batch-mates still to come.
-            rest = slice(k + 1, P.shape[0])
-            _project_out(P[rest], [q])
-            exponent[rest], in_span[rest] = self._exponents(
-                P[rest], f_norm[rest], r, sse, y_norm, tol, n
-            )
+            # The batch-mates still to come now see [1, S, f].
+            pending.extend(k + 1, q, r)
+            rest_e, rest_s = pending.exponents(k + 1, basis, r, sse, y_norm, tol, n)
+            exponent[k + 1 :], in_span[k + 1 :] = rest_e, rest_s
 
         b = len(names)
         self.state = replace(
@@ -320,33 +454,6 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
             features_rejected=s.features_rejected + b - accepted_total,
         )
         return decisions
-
-    @staticmethod
-    def _exponents(
-        P: Matrix, f_norm: Vector, r: Vector, sse: float, y_norm: float, tol: float, n: int
-    ) -> tuple[Vector, np.ndarray[Any, np.dtype[np.bool_]]]:
-        """(SSE_new - SSE_old) / (2 sigma2) for orthogonalised rows P, and the in-span mask.
-
-        SSE_new - SSE_old = -(q_f . r)^2 is used directly rather than as the
-        difference of two nearly equal sums, which would lose the small
-        decrements that matter most for rejections.
-        """
-        norm = np.sqrt(_sq_norms(P))
-        # A column whose orthogonalised part is rounding noise lies in
-        # span[1, S]: SSE_new = SSE_old, p = 1 (ALGORITHMS.md step 2).
-        in_span = norm <= tol * f_norm
-        sigma2 = sse / n
-        if sigma2 == 0.0 or sse <= (tol * y_norm) ** 2:
-            # y is already fitted exactly (SSE_old = 0, up to rounding): sigma2 = 0
-            # makes step 2 read 0/0. No column can lower SSE below 0, so every
-            # later column has SSE_new = SSE_old and we take p = exp(0) = 1.
-            return np.zeros(P.shape[0]), np.ones(P.shape[0], dtype=bool)
-        safe = np.where(in_span, 1.0, norm)
-        c = row_dots(P, r) / safe
-        # A huge ratio overflows to -inf, whose exp is the right limit p = 0.
-        with np.errstate(over="ignore"):
-            exponent = -(c * c) / (2.0 * sigma2)
-        return np.where(in_span, 0.0, exponent), in_span
 
 
 __all__ = ["AlphaInvesting", "AlphaInvestingParams", "AlphaInvestingState", "span_tolerance"]

@@ -59,6 +59,13 @@ class Columns:
         A = np.asarray(X, dtype=np.float64)
         if A.ndim == 1:
             A = A[None, :]
+        b, n = A.shape
+        if np.count_nonzero(A) == A.size:
+            # No zero at all (dense data): every column holds all n rows, in order.
+            indptr = (
+                np.arange(0, (b + 1) * n, n, dtype=np.int64) if n else np.zeros(b + 1, np.int64)
+            )
+            return cls(int(n), indptr, np.tile(np.arange(n, dtype=np.int64), b), A.ravel().copy())
         rows, cols = np.nonzero(A)  # row-major: each row's indices ascending
         counts = np.bincount(rows, minlength=A.shape[0])
         indptr = np.zeros(A.shape[0] + 1, dtype=np.int64)
@@ -110,6 +117,15 @@ class Columns:
         offsets = np.repeat(starts - indptr[:-1], lengths)
         pos = np.arange(indptr[-1], dtype=np.int64) + offsets
         return Columns(self.n, indptr, self.indices[pos], self.data[pos])
+
+    def tail(self, start: int) -> Columns:
+        """The columns from position ``start`` on (views of the non-zeros, no copy).
+
+        >>> Columns.from_dense([[1.0, 0.0], [0.0, 2.0]]).tail(1).to_dense()
+        array([[0., 2.]])
+        """
+        lo = int(self.indptr[start])
+        return Columns(self.n, self.indptr[start:] - lo, self.indices[lo:], self.data[lo:])
 
     @staticmethod
     def concat(parts: list[Columns], n: int) -> Columns:
@@ -180,7 +196,37 @@ class Columns:
         return mean, norm, constant
 
     def dot_dense(self, V: Matrix) -> Matrix:
-        """``(k, b)`` dot products of the rows of V (k, n) with every column."""
+        """``(k, b)`` dot products of the rows of V (k, n) with every column.
+
+        A column with no zero (n non-zeros) is reduced like a dense row
+        (``(x * v).sum()``), any other over its non-zeros (``segment_sums``).
+        The two round differently, but which one applies depends on the column
+        alone, so a column gives the same bits alone or in any batch.
+        """
+        k = V.shape[0]
+        out = np.zeros((k, self.b))
+        if k == 0 or self.b == 0:
+            return out
+        full = self.nnz == self.n
+        if full.any():
+            every = bool(full.all())
+            part = self if every else self.take(np.flatnonzero(full))
+            D = part.data.reshape(part.b, self.n)
+            rows = max(1, _CHUNK_ELEMENTS // max(1, self.n))
+            dots = np.empty((k, part.b))
+            for lo in range(0, part.b, rows):
+                block = D[lo : lo + rows]
+                for i in range(k):
+                    dots[i, lo : lo + rows] = (block * V[i]).sum(axis=1)
+            if every:
+                return dots
+            out[:, full] = dots
+            rest = np.flatnonzero(~full)
+            out[:, rest] = self.take(rest)._dot_segments(V)
+            return out
+        return self._dot_segments(V)
+
+    def _dot_segments(self, V: Matrix) -> Matrix:
         k = V.shape[0]
         out = np.zeros((k, self.b))
         total = int(self.indptr[-1])

@@ -15,7 +15,7 @@ from hypothesis.extra.numpy import arrays
 
 from featurestream import codec
 from featurestream.errors import InvalidParameter
-from featurestream.selectors import REGISTRY, Reason
+from featurestream.selectors import REGISTRY, Reason, alpha_investing
 from featurestream.selectors.alpha_investing import (
     AlphaInvesting,
     AlphaInvestingParams,
@@ -298,3 +298,59 @@ def test_alpha_investing_wealth_stays_positive(y, cols, p, data):
         if dec.accepted:
             assert dec.score is not None and dec.score < w / (2 * i)
     assert sel.status()["features_tested"] == len(X)
+
+
+# --------------------------------------------------------------------------- sparse path
+
+
+def _lstsq_log_p(y, S_cols, x, sse_old):
+    n = y.shape[0]
+    B = np.column_stack([np.ones(n), *S_cols, x])
+    r_new = y - B @ np.linalg.lstsq(B, y, rcond=None)[0]
+    return (float(r_new @ r_new) - sse_old) / (2 * sse_old / n)
+
+
+def test_alpha_investing_sparse_batch_matches_dense_singles_and_lstsq():
+    # Sparse binary columns (the dorothea shape) are tested from their non-zeros;
+    # columns mostly inside span[1, S] (a near-copy of an accepted column, in the
+    # same batch) go through dense Gram-Schmidt. Either way: one sparse batch
+    # decides bit for bit like dense columns one at a time, and like lstsq.
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(11)
+    n, d = 200, 120
+    X = (rng.random((d, n)) < 0.05).astype(float)
+    X[3] = (rng.random(n) < 0.5).astype(float)
+    y = 3.0 * X[3] + rng.normal(size=n) * 0.5
+    X[4] = X[3].copy()
+    X[4][:2] += 0.1  # almost all inside span[1, x3]: the dense path
+    X[7] = 2.0 * X[3] + 1.0  # exactly in the span
+    X[8] = 0.0  # constant
+    names = [f"x{j}" for j in range(d)]
+    one = start(y, w0=1.0, dw=1.0)
+    singles = []
+    for j in range(d):
+        before = one.state
+        S_cols = [X[int(s[1:])] for s in one.selected()]
+        (dec,) = one.learn_features([names[j]], X[j][None, :])
+        singles.append(dec)
+        if dec.reason is Reason.CONSTANT or dec.score == 1.0:
+            continue
+        ref = _lstsq_log_p(y, S_cols, X[j], before.sse)
+        assert math.log(dec.score) == pytest.approx(ref, rel=1e-9, abs=1e-12)
+    many = start(y, w0=1.0, dw=1.0)
+    dense_rows = []
+    real = alpha_investing._dense_exponents
+
+    def spy(P, *args):
+        dense_rows.append(P.shape[0])
+        return real(P, *args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(alpha_investing, "_dense_exponents", spy)
+        batched = many.learn_features(names, sp.csr_matrix(X))
+    assert sum(dense_rows) == 2  # x4 and x7, after x3 joined the basis mid-batch
+    assert batched == singles
+    assert blob(many) == blob(one)
+    assert singles[3].accepted and not singles[4].accepted
+    assert singles[7].score == 1.0 and singles[8].reason is Reason.CONSTANT
