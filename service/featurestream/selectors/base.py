@@ -539,6 +539,8 @@ class InstanceSelector(Selector[P, S]):
 
     kind: ClassVar[StreamKind] = "instances"
     supervised: ClassVar[bool] = True
+    # True when _learn_batch takes a canonical scipy.sparse CSR matrix as it is.
+    accepts_sparse: ClassVar[bool] = False
     # True when one batch of m instances equals m batches of one (OFS); FSDS's
     # sketch depends on the batch boundaries by definition (ALGORITHMS.md).
     batch_invariant: ClassVar[bool] = True
@@ -565,17 +567,31 @@ class InstanceSelector(Selector[P, S]):
     def instances_seen(self) -> int: ...
 
     def learn_instances(self, X: npt.ArrayLike, y: npt.ArrayLike | None = None) -> InstanceUpdate:
-        """Apply a batch of m instances (``X`` is ``(m, d)``), validated all or nothing."""
-        A = np.asarray(X, dtype=np.float64)
-        if A.ndim == 1:
-            A = A[None, :]
+        """Apply a batch of m instances (``X`` is ``(m, d)``), validated all or nothing.
+
+        ``X`` may be a scipy.sparse matrix; selectors that do not declare
+        ``accepts_sparse`` receive it densified.
+        """
+        sparse = is_sparse(X)
+        A: Any
+        if sparse:
+            A = X.tocsr(copy=True).astype(np.float64)  # type: ignore[union-attr]
+            # Canonical rows: no explicit zeros, no duplicates, indices ascending.
+            A.eliminate_zeros()
+            A.sum_duplicates()
+            values = A.data
+        else:
+            A = np.asarray(X, dtype=np.float64)
+            if A.ndim == 1:
+                A = A[None, :]
+            values = A
         d = len(self.feature_names)
         if A.ndim != 2 or A.shape[1] != d:
             raise InvalidInput(
                 f"Each instance must have {d} values; got an array of shape {A.shape}.",
                 field="X",
             )
-        if not np.isfinite(A).all():
+        if not np.isfinite(values).all():
             raise InvalidInput("X contains NaN or infinite values.", field="X")
         y_arr: Vector | None = None
         if y is not None:
@@ -588,6 +604,8 @@ class InstanceSelector(Selector[P, S]):
                 raise InvalidInput("y contains NaN or infinite values.", field="y")
         elif self.supervised:
             raise InvalidInput(f"{self.name} needs labels y for every instance.", field="y")
+        if sparse:
+            return self._learn_batch(A if self.accepts_sparse else A.toarray(), y_arr)
         return self._learn_batch(np.ascontiguousarray(A), y_arr)
 
     @abstractmethod

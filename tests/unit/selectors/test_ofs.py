@@ -367,23 +367,24 @@ def test_ofs_partial_resume_after_codec_continues_identically() -> None:
 # --------------------------------------------------------------------------- properties
 
 
+VALUES = st.one_of(
+    st.integers(-3, 3).map(float),  # small integers make exact ties likely
+    st.floats(-50, 50, allow_nan=False, allow_infinity=False),
+)
+# Mostly zeros (some signed), for instances that are sparse.
+SPARSE_VALUES = st.one_of(st.just(0.0), st.just(0.0), st.just(-0.0), VALUES)
+
+
 @st.composite
-def streams(draw: st.DrawFn) -> tuple[dict, np.ndarray, np.ndarray, list[int]]:
-    d = draw(st.integers(1, 6))
+def streams(
+    draw: st.DrawFn, max_d: int = 6, values: st.SearchStrategy[float] = VALUES
+) -> tuple[dict, np.ndarray, np.ndarray, list[int]]:
+    d = draw(st.integers(1, max_d))
     m = draw(st.integers(1, 15))
-    X = draw(
-        arrays(
-            np.float64,
-            (m, d),
-            elements=st.one_of(
-                st.integers(-3, 3).map(float),  # small integers make exact ties likely
-                st.floats(-50, 50, allow_nan=False, allow_infinity=False),
-            ),
-        )
-    )
+    X = draw(arrays(np.float64, (m, d), elements=values))
     y = np.array(draw(st.lists(st.sampled_from([0.0, 1.0]), min_size=m, max_size=m)))
     params = {
-        "num_features": draw(st.integers(1, d + 1)),
+        "num_features": draw(st.integers(1, min(d, 7) + 1)),
         "eta": draw(st.sampled_from([0.2, 0.5, 1.0])),
         "lam": draw(st.sampled_from([0.01, 1.0])),
         "margin": draw(st.sampled_from([0.0, 1.0])),
@@ -476,3 +477,64 @@ def test_ofs_leaves_inputs_alone() -> None:
     np.testing.assert_array_equal(X, X0)
     np.testing.assert_array_equal(y, y0)
     assert not w_before.any()  # the published initial state was not mutated
+
+
+# --------------------------------------------------------------------------- sparse instances
+
+
+@given(streams(max_d=60, values=SPARSE_VALUES))
+def test_ofs_sparse_instances_decide_exactly_as_dense(case: tuple) -> None:
+    import scipy.sparse as sp
+
+    params, X, y, cuts = case
+    dense = start(X.shape[1], **params)
+    sparse = start(X.shape[1], **params)
+    for Xf, yf in _frames(X, y, cuts):
+        ud = dense.learn_instances(Xf, yf)
+        us = sparse.learn_instances(sp.csr_matrix(Xf), yf)
+        assert us == ud
+    assert np.array_equal(sparse.state.w, dense.state.w)
+    assert blob(sparse) == blob(dense)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"num_features": 3},
+        {"num_features": 5, "margin": 0.0, "decay": 0.02, "lam": 0.5},
+        {"num_features": 4, "mode": "partial", "epsilon": 0.4, "seed": 3},
+    ],
+)
+def test_ofs_sparse_wide_stream_matches_plain_reference(params: dict) -> None:
+    # d = 400 with ~8 non-zeros per instance: supports stay far below d, so the
+    # truncation works on the support alone; the weights still follow the plain
+    # reference, and the sparse and dense forms agree bit for bit.
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(5)
+    m, d = 80, 400
+    X = np.where(rng.random((m, d)) < 0.02, rng.normal(size=(m, d)), 0.0)
+    X[:, 7] = rng.normal(size=m)
+    y = (X[:, 7] + 0.2 * rng.normal(size=m) > 0).astype(float)
+    sparse = start(d, **params)
+    dense = start(d, **params)
+    for s in range(0, m, 16):
+        sparse.learn_instances(sp.csr_matrix(X[s : s + 16]), y[s : s + 16])
+        dense.learn_instances(X[s : s + 16], y[s : s + 16])
+    np.testing.assert_allclose(
+        sparse.state.w, _reference(X, y, sparse.params), rtol=1e-12, atol=1e-15
+    )
+    assert np.array_equal(sparse.state.w, dense.state.w)
+    assert np.count_nonzero(sparse.state.w) == params["num_features"]
+
+
+def test_ofs_sparse_instances_are_validated() -> None:
+    import scipy.sparse as sp
+
+    sel = start(4, num_features=2)
+    bad = sp.csr_matrix(np.array([[0.0, np.nan, 0.0, 1.0]]))
+    with pytest.raises(InvalidInput, match="NaN"):
+        sel.learn_instances(bad, [1.0])
+    with pytest.raises(InvalidInput, match="4 values"):
+        sel.learn_instances(sp.csr_matrix(np.ones((1, 5))), [1.0])
+    assert sel.instances_seen == 0 and not sel.state.w.any()
