@@ -361,7 +361,7 @@ class StreamCore:
         batch_size: int | None = None,
         chunk_bytes: int | None = None,
     ) -> Op[InstancesResult]:
-        data = _data.as_instances(X, y)
+        data = _data.as_instances(X, y, keep_sparse=True)
         self._check_kind("instances")
         d = None if self.info is None else self.info.n_features
         if d is not None and data.X.shape[1] != d:
@@ -371,7 +371,11 @@ class StreamCore:
         if batch_size is not None and batch_size < 1:
             raise InvalidInput(f"batch_size must be >= 1; got {batch_size}.")
         chunks = _data.plan_rows(
-            data.X.shape[0], data.X.shape[1], batch_size, chunk_bytes or self.chunking.bytes
+            data.X.shape[0],
+            data.X.shape[1],
+            batch_size,
+            chunk_bytes or self.chunking.bytes,
+            getattr(data.X, "nnz", None),
         )
         bodies = [
             lambda seq, c=chunk: _data.instances_body(data, c, self.producer.name, seq)

@@ -21,6 +21,7 @@ import numpy.typing as npt
 from featurestream_client.errors import InvalidInput
 
 NPY = "application/x-npy"
+NPZ = "application/x-npz"
 Matrix = npt.NDArray[np.float64]
 
 # Rough JSON sizes, used only to keep requests under the byte budget.
@@ -325,12 +326,24 @@ def groups_body(groups: Sequence[Group], producer: str, seq: int) -> Body:
 
 @dataclass
 class Instances:
-    X: Matrix
+    X: Any  # a float64 array, or a scipy.sparse CSR matrix (kept sparse)
     y: npt.NDArray[np.float64] | None
 
 
-def as_instances(X: Any, y: Any = None) -> Instances:
-    """Rows of ``X`` (m x d: numpy, pandas, scipy.sparse) and optional labels ``y`` (m)."""
+def as_instances(X: Any, y: Any = None, keep_sparse: bool = False) -> Instances:
+    """Rows of ``X`` (m x d: numpy, pandas, scipy.sparse) and optional labels ``y`` (m).
+
+    With ``keep_sparse``, a scipy.sparse ``X`` stays sparse (CSR): it travels as
+    ``application/x-npz`` bodies and frames, never as a dense m x d array.
+    """
+    if _is_sparse(X) and keep_sparse:
+        mat: Any = X.tocsr().astype(np.float64)
+        if mat.shape[0] == 0:
+            raise InvalidInput(
+                f"X must be a non-empty 2-D array (m rows x d features); got {mat.shape}."
+            )
+        _finite_or_raise(mat.data, None, "X")
+        return Instances(mat, _labels(y, mat.shape[0]))
     if _is_sparse(X):
         mat = np.asarray(X.toarray(), dtype=np.float64)
     elif _is_pandas(X):
@@ -344,17 +357,36 @@ def as_instances(X: Any, y: Any = None) -> Instances:
             f"X must be a non-empty 2-D array (m rows x d features); got {mat.shape}."
         )
     _finite_or_raise(mat, None, "X")
-    labels = None
-    if y is not None:
-        labels = _float_matrix(y.to_numpy() if _is_pandas(y) else y, "y").reshape(-1)
-        if labels.shape[0] != mat.shape[0]:
-            raise InvalidInput(f"y has {labels.shape[0]} labels for {mat.shape[0]} rows of X.")
-        _finite_or_raise(labels, None, "y")
-    return Instances(mat, labels)
+    return Instances(mat, _labels(y, mat.shape[0]))
 
 
-def plan_rows(m: int, d: int, batch_size: int | None, max_bytes: int) -> list[Chunk]:
-    per_row = 8 * (d + 1)
+def _labels(y: Any, m: int) -> npt.NDArray[np.float64] | None:
+    if y is None:
+        return None
+    labels = _float_matrix(y.to_numpy() if _is_pandas(y) else y, "y").reshape(-1)
+    if labels.shape[0] != m:
+        raise InvalidInput(f"y has {labels.shape[0]} labels for {m} rows of X.")
+    _finite_or_raise(labels, None, "y")
+    return labels
+
+
+def instances_bytes(X: Any, y: npt.NDArray[np.float64] | None) -> tuple[bytes, str]:
+    """(binary body, media type) of instances: .npz for sparse rows, else .npy; labels last."""
+    if not _is_sparse(X):
+        return npy_bytes(X if y is None else np.column_stack([X, y])), NPY
+    import scipy.sparse
+
+    M = X if y is None else scipy.sparse.hstack([X, y[:, None]], format="csr")
+    buf = io.BytesIO()
+    scipy.sparse.save_npz(buf, M, compressed=False)
+    return buf.getvalue(), NPZ
+
+
+def plan_rows(
+    m: int, d: int, batch_size: int | None, max_bytes: int, nnz: int | None = None
+) -> list[Chunk]:
+    """Row ranges of requests; ``nnz`` (sparse rows) sizes them by their non-zeros."""
+    per_row = 8 * (d + 1) if nnz is None else 12 * (nnz // max(1, m) + 2)
     rows = max(1, max_bytes // per_row)
     if batch_size is not None:
         rows = min(rows, batch_size)
@@ -363,11 +395,12 @@ def plan_rows(m: int, d: int, batch_size: int | None, max_bytes: int) -> list[Ch
 
 def instances_body(data: Instances, chunk: Chunk, producer: str, seq: int) -> Body:
     X = data.X[chunk.start : chunk.stop]
-    headers = {"Content-Type": NPY, "X-Seq": str(seq), "X-Producer": producer}
-    if data.y is not None:
-        X = np.column_stack([X, data.y[chunk.start : chunk.stop]])
+    y = None if data.y is None else data.y[chunk.start : chunk.stop]
+    payload, media = instances_bytes(X, y)
+    headers = {"Content-Type": media, "X-Seq": str(seq), "X-Producer": producer}
+    if y is not None:
         headers["X-Label-Column"] = "last"
-    return Body(npy_bytes(X), headers)
+    return Body(payload, headers)
 
 
 def iter_frames(
@@ -381,7 +414,7 @@ def iter_frames(
     if batch_size < 1:
         raise InvalidInput(f"batch_size must be >= 1; got {batch_size}.")
     if _is_sparse(source) or _is_pandas(source) or isinstance(source, np.ndarray):
-        data = as_instances(source, y)
+        data = as_instances(source, y, keep_sparse=True)
         for lo in range(0, data.X.shape[0], batch_size):
             labels = None if data.y is None else data.y[lo : lo + batch_size]
             yield data.X[lo : lo + batch_size], labels
@@ -429,6 +462,7 @@ def iter_frames(
 
 __all__ = [
     "NPY",
+    "NPZ",
     "Body",
     "Chunk",
     "Columns",
@@ -440,6 +474,7 @@ __all__ = [
     "features_body",
     "groups_body",
     "instances_body",
+    "instances_bytes",
     "iter_frames",
     "plan_chunks",
     "plan_groups",

@@ -20,7 +20,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import numpy as np
 import numpy.typing as npt
 
-from featurestream_client._data import npy_bytes
+from featurestream_client._data import instances_bytes, npy_bytes
 from featurestream_client.errors import (
     FeatureStreamError,
     NotFound,
@@ -155,6 +155,8 @@ class InstanceFeed:
     def _encode(
         self, X: npt.NDArray[np.float64], labels: npt.NDArray[np.float64] | None
     ) -> str | bytes:
+        if hasattr(X, "nnz"):  # sparse rows always travel as an .npz frame
+            return instances_bytes(X, labels)[0]
         if labels is not None and self.binary:
             return npy_bytes(np.column_stack([X, labels]))
         body: dict[str, Any] = {"seq": self.next_seq, "X": X.tolist()}

@@ -47,6 +47,23 @@ def test_streamed_instances_equal_http_batches(client: Client) -> None:
 
 
 @needs_ws
+def test_sparse_instances_travel_sparse_and_decide_like_dense(client: Client) -> None:
+    import scipy.sparse as sp
+
+    Xs = np.where(np.abs(X) > 1.0, X, 0.0)  # about two thirds zeros
+    dense = client.create_stream("ofs", feature_names=FEATURES, params=OFS["params"])
+    over_ws = client.create_stream("ofs", feature_names=FEATURES, params=OFS["params"])
+    over_http = client.create_stream("ofs", feature_names=FEATURES, params=OFS["params"])
+    ref = dense.add_instances(Xs, Y, batch_size=250)
+    got_ws = over_ws.stream_instances(sp.csr_matrix(Xs), Y, batch_size=250)
+    got_http = over_http.add_instances(sp.csc_matrix(Xs), Y, batch_size=250)
+    assert got_ws.instances_seen == got_http.instances_seen == 2000
+    assert got_ws.selected == got_http.selected == ref.selected
+    weights = [[f.score for f in s.selected().features] for s in (dense, over_ws, over_http)]
+    assert weights[0] == weights[1] == weights[2]
+
+
+@needs_ws
 def test_iterables_of_rows_and_pairs(client: Client) -> None:
     a = client.create_stream("ofs", feature_names=FEATURES, params=OFS["params"])
     b = client.create_stream("ofs", feature_names=FEATURES, params=OFS["params"])

@@ -1,8 +1,9 @@
-"""Instance streams over HTTP: OFS and FSDS public vectors, npy bodies, bad input."""
+"""Instance streams over HTTP: OFS and FSDS public vectors, npy and npz bodies, bad input."""
 
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import numpy as np
 from fastapi.testclient import TestClient
@@ -30,6 +31,22 @@ def create(client: TestClient, sid: str, algorithm: str, params: dict[str, objec
     assert r.json()["kind"] == "instances" and r.json()["n_features"] == 100
 
 
+def post_labelled(client: TestClient, body: bytes, media: str, seq: int | None = None) -> Any:
+    """POST a binary body of labelled instances (labels in the last column) to stream "ofs"."""
+    headers = {"content-type": media, "X-Label-Column": "last"}
+    if seq is not None:
+        headers["X-Seq"] = str(seq)
+    return client.post("/v1/streams/ofs/instances", content=body, headers=headers)
+
+
+def assert_ofs_vector(client: TestClient, case: dict[str, Any]) -> None:
+    """Stream "ofs" selected the public vector's features, with its weights."""
+    sel = client.get("/v1/streams/ofs/selected").json()
+    assert [f["name"] for f in sel["features"]] == [f"x{i}" for i in case["selected"]]
+    expected = [case["weights"][str(i)] for i in case["selected"]]
+    np.testing.assert_allclose([f["score"] for f in sel["features"]], expected, rtol=1e-9)
+
+
 def test_ofs_public_vector_with_json_and_npy_batches(client: TestClient) -> None:
     case = support.expected()["instance_streams"]["ofs"]
     X, y = support.instances()
@@ -39,24 +56,41 @@ def test_ofs_public_vector_with_json_and_npy_batches(client: TestClient) -> None
             body = {"seq": seq, "X": X[lo : lo + 400].tolist(), "y": y[lo : lo + 400].tolist()}
             r = client.post("/v1/streams/ofs/instances", json=body)
         else:
-            r = client.post(
-                "/v1/streams/ofs/instances",
-                content=npy(np.column_stack([X[lo : lo + 400], y[lo : lo + 400]])),
-                headers={
-                    "content-type": "application/x-npy",
-                    "X-Label-Column": "last",
-                    "X-Seq": str(seq),
-                },
-            )
+            labelled = np.column_stack([X[lo : lo + 400], y[lo : lo + 400]])
+            r = post_labelled(client, npy(labelled), "application/x-npy", seq)
         assert r.status_code == 200, r.text
     assert r.json()["instances_seen"] == 2000
-    sel = client.get("/v1/streams/ofs/selected").json()
-    assert [f["name"] for f in sel["features"]] == [f"x{i}" for i in case["selected"]]
-    weights = [f["score"] for f in sel["features"]]
-    expected = [case["weights"][str(i)] for i in case["selected"]]
-    np.testing.assert_allclose(weights, expected, rtol=1e-9)
+    assert_ofs_vector(client, case)
     status = client.get("/v1/streams/ofs/status").json()
     assert status["instances_seen"] == 2000 and "mistakes" in status
+
+
+def test_ofs_public_vector_with_sparse_npz_batches(client: TestClient) -> None:
+    import scipy.sparse as sp
+
+    case = support.expected()["instance_streams"]["ofs"]
+    X, y = support.instances()
+    create(client, "ofs", "ofs", case["params"])
+    for seq, lo in enumerate(range(0, 2000, 500), start=1):
+        labelled = sp.csr_matrix(np.column_stack([X[lo : lo + 500], y[lo : lo + 500]]))
+        r = post_labelled(client, _npz(labelled), "application/x-npz", seq)
+        assert r.status_code == 200, r.text
+    assert r.json()["instances_seen"] == 2000
+    assert_ofs_vector(client, case)
+    # A zip that is no sparse matrix, or one of the wrong width: 422, nothing applied.
+    for body in (b"PK\x03\x04 nothing", _npz(np.ones((2, 50)))):
+        r = post_labelled(client, body, "application/x-npz")
+        assert r.status_code == 422, r.text
+        assert r.headers["content-type"].startswith("application/problem+json")
+    assert client.get("/v1/streams/ofs/status").json()["instances_seen"] == 2000
+
+
+def _npz(a: Any) -> bytes:
+    import scipy.sparse as sp
+
+    buf = io.BytesIO()
+    sp.save_npz(buf, sp.csr_matrix(a))
+    return buf.getvalue()
 
 
 def test_fsds_public_vector_batches_are_the_requests(client: TestClient) -> None:

@@ -38,6 +38,15 @@ def npy(a: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
+def npz(a: Any) -> bytes:
+    """A sparse frame: ``scipy.sparse.save_npz`` of the rows (labels, if any, last)."""
+    import scipy.sparse as sp
+
+    buf = io.BytesIO()
+    sp.save_npz(buf, sp.csr_matrix(a))
+    return buf.getvalue()
+
+
 def data(rows: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(rows, D))
@@ -161,6 +170,10 @@ BAD_FRAMES: list[tuple[str, Any, str]] = [
     ("npy without label column", np.zeros((2, 1)), "invalid-input"),
     ("truncated npy", npy(np.zeros((3, D + 1)))[:-8], "invalid-input"),
     ("3-d npy", np.zeros((1, 2, D + 1)), "invalid-input"),
+    ("zip that is no sparse matrix", b"PK\x03\x04 garbage", "invalid-input"),
+    ("npz of the wrong width", npz(np.ones((2, D))), "invalid-input"),
+    ("npz with a NaN", npz(np.full((1, D + 1), np.nan)), "invalid-input"),
+    ("npz with a bad label", npz(np.column_stack([np.ones((1, D)), [3.0]])), "invalid-input"),
 ]
 
 
@@ -419,6 +432,39 @@ def test_ofs_one_frame_of_m_equals_m_single_instance_frames(client: TestClient) 
     a = client.get("/v1/streams/one/selected").json()["features"]
     b = client.get("/v1/streams/many/selected").json()["features"]
     assert a == b
+
+
+def test_sparse_frames_decide_exactly_as_dense_frames(client: TestClient) -> None:
+    # Sparse frames (.npz, labels in the last column) reach OFS as sparse rows;
+    # the state equals that of the same rows sent dense, bit for bit.
+    create(client, "dense")
+    create(client, "sparse")
+    X, y = data(40, seed=3)
+    X[np.abs(X) < 0.8] = 0.0  # about half the entries are zeros
+    frames = [(X[i : i + 8], y[i : i + 8]) for i in range(0, 40, 8)]
+    with connect(client, "dense") as ws:
+        first_selection(ws)
+        for Xf, yf in frames:
+            ws.send_bytes(npy(np.column_stack([Xf, yf])))
+        collect(ws, len(frames))
+    with connect(client, "sparse", producer="p") as ws:
+        first_selection(ws)
+        for Xf, yf in frames:
+            ws.send_bytes(npz(np.column_stack([Xf, yf])))
+        acks, _ = collect(ws, len(frames))
+    assert [a["type"] for a in acks] == ["ack"] * 5
+    assert [a["instances_seen"] for a in acks] == [8, 16, 24, 32, 40]
+    assert state_blob(client, "sparse") == state_blob(client, "dense") == ofs_reference(frames)
+    # FSDS takes sparse frames too (unsupervised: no label column).
+    create(client, "s", "fsds", FSDS_PARAMS)
+    with connect(client, "s") as ws:
+        first_selection(ws)
+        ws.send_bytes(npz(X[:10]))
+        (ack,), _ = collect(ws, 1)
+    assert ack["instances_seen"] == 10
+    sel = FSDS.start(FSDSParams.from_mapping(FSDS_PARAMS), NAMES)
+    sel.learn_instances(X[:10])
+    assert state_blob(client, "s") == codec.encode("fsds", sel.params.to_dict(), sel.snapshot())
 
 
 def test_fsds_records_the_frame_boundaries(client: TestClient) -> None:

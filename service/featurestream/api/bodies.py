@@ -60,6 +60,36 @@ def load_npz(body: bytes) -> Any:
     return M.astype(np.float64)
 
 
+def split_labels(A: Any, supervised: bool, what: str) -> tuple[Any, Any]:
+    """(X, y) from instances whose labels, if ``supervised``, are the last column.
+
+    ``A`` is a 2-D array or a scipy.sparse matrix; X keeps its kind (sparse
+    frames stay sparse), y is a dense vector or None.
+    """
+    if not supervised:
+        return A, None
+    if A.shape[1] < 2:
+        raise InvalidInput(
+            f"{what} holds the instances with their labels in the last column; "
+            f"got {A.shape[1]} column(s).",
+            field="body",
+        )
+    if isinstance(A, np.ndarray):
+        # Views: the selector makes the one contiguous copy it needs.
+        return A[:, :-1], A[:, -1]
+    M = A.tocsc()
+    y = M[:, [M.shape[1] - 1]].toarray().reshape(-1)
+    return M[:, : M.shape[1] - 1].tocsr(), y
+
+
+def load_sparse_instances(body: bytes) -> Any:
+    """A sparse batch of instances (``scipy.sparse.save_npz``, m x d) as a CSR matrix."""
+    M = load_npz(body)
+    if M.ndim != 2:
+        raise InvalidInput(f"The sparse matrix must be 2-D; got shape {M.shape}.", field="body")
+    return M.tocsr()
+
+
 def header_list(request: Request, name: str) -> list[str] | None:
     raw = request.headers.get(name)
     if raw is None:

@@ -398,6 +398,10 @@ class Session:
                 raise _feature_stream(self)
             data = message.get("bytes")
             if data is not None:
+                if data[:2] == b"PK":  # a zip: a sparse frame (scipy.sparse.save_npz)
+                    A = bodies.load_sparse_instances(data)
+                    X, y = bodies.split_labels(A, self.supervised, "A binary frame")
+                    return Frame(seq, X, y)
                 return self._decode_npy(data, seq)
             return self._decode_json(message.get("text") or "", seq)
         except FeatureStreamError as exc:
@@ -409,16 +413,8 @@ class Session:
             A = bodies.load_npy(data)  # the general reader, with its error messages
         if A.ndim == 1:
             A = A[None, :]
-        if not self.supervised:
-            return Frame(seq, A, None)
-        if A.shape[1] < 2:
-            raise InvalidInput(
-                "A binary frame holds the instances with their labels in the last column; "
-                f"got {A.shape[1]} column(s).",
-                field="body",
-            )
-        # Views: the selector makes the one contiguous copy it needs, in the worker thread.
-        return Frame(seq, A[:, :-1], A[:, -1])
+        X, y = bodies.split_labels(A, self.supervised, "A binary frame")
+        return Frame(seq, X, y)
 
     def _decode_json(self, text: str, seq: int) -> Frame:
         try:
