@@ -66,6 +66,8 @@ def _serve(args: argparse.Namespace) -> int:
         # The app writes its own access lines, as JSON with request ids (logs.py).
         access_log=False,
         timeout_graceful_shutdown=10,
+        ws_ping_interval=settings.ws_ping_interval,
+        ws_ping_timeout=settings.ws_ping_timeout,
     )
     return 0
 

@@ -72,6 +72,18 @@ class Settings(BaseSettings):
     ws_group_max_frames: int = Field(
         64, ge=1, description="Most WebSocket frames committed together (group commit)."
     )
+    ws_ping_interval: float = Field(
+        20.0,
+        gt=0,
+        description="Seconds between the server's WebSocket keepalive pings.",
+    )
+    ws_ping_timeout: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds without a pong before a WebSocket is closed (1011). A pong "
+        "queues behind the frames the server has not read yet (backpressure), so this "
+        "must exceed the time to apply ws_max_inflight frames.",
+    )
     redis_socket_timeout: float = Field(
         10.0, gt=0, description="Seconds a Redis command may take before it fails (503)."
     )
