@@ -572,10 +572,16 @@ class FrameProducer(threading.Thread):
         window: int = 16,
         deadline: float = 90.0,
         pause: float = 0.02,
+        interval: float = 0.0,
     ) -> None:
         super().__init__(name=f"producer-{name}", daemon=True)
         self.stream_id = stream_id
         self.payloads = [npy(f) for f in frames]
+        # Frame k is first sent no sooner than (k - 1) * interval after the start, so a
+        # fast selector's stream still lasts long enough for faults to land mid-stream.
+        self.interval = interval
+        self._first_sent = 0
+        self._t0 = 0.0
         self.server = server
         self.window = window
         self.deadline = deadline
@@ -585,6 +591,7 @@ class FrameProducer(threading.Thread):
     def run(self) -> None:
         log = self.log
         end = time.monotonic() + self.deadline
+        self._t0 = time.monotonic()
         try:
             while log.last_ack < log.total:
                 if time.monotonic() > end:
@@ -613,6 +620,11 @@ class FrameProducer(threading.Thread):
         try:
             while log.last_ack < log.total:
                 while next_send <= log.total and next_send - log.last_ack <= self.window:
+                    if next_send > self._first_sent:
+                        wait = self._t0 + (next_send - 1) * self.interval - time.monotonic()
+                        if wait > 0:
+                            time.sleep(wait)
+                        self._first_sent = next_send
                     conn.send(self.payloads[next_send - 1])
                     log.sent += 1
                     next_send += 1
@@ -1038,7 +1050,9 @@ def run_scenario(
         requests = workload.requests[producer_name]
         producer = FeatureProducer(stream_id, producer_name, requests, lambda: service.url)
     else:
-        producer = FrameProducer(stream_id, producer_name, workload.frames, lambda: service.current)
+        producer = FrameProducer(
+            stream_id, producer_name, workload.frames, lambda: service.current, interval=0.002
+        )
     checks: list[str] = []
 
     def check(when: str, acked: int) -> None:
