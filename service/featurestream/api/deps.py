@@ -10,7 +10,7 @@ from featurestream.api.tenancy import STREAM_ID_PATTERN, StreamRef, TenantDep, c
 from featurestream.streams import StreamEngine
 
 
-def get_engine(request: Request) -> StreamEngine:
+async def get_engine(request: Request) -> StreamEngine:
     engine: StreamEngine = request.app.state.engine
     return engine
 

@@ -57,14 +57,16 @@ def tenant_of(conn: HTTPConnection, token: str | None = None) -> str | None:
     return tenant
 
 
-def current_tenant(request: Request) -> str | None:
+async def current_tenant(request: Request) -> str | None:
+    # async (like every dependency here): FastAPI runs a plain def dependency in its
+    # thread pool, a hop per request that queues behind the selectors' worker threads.
     return tenant_of(request)
 
 
 TenantDep = Annotated[str | None, Depends(current_tenant)]
 
 
-def stream_ref(
+async def stream_ref(
     tenant: TenantDep,
     stream_id: Annotated[str, Path(pattern=STREAM_ID_PATTERN, description="Stream id.")],
 ) -> str:

@@ -474,35 +474,45 @@ class Session:
 
 
 def npy_view(data: bytes) -> npt.NDArray[np.float64] | None:
-    """A little-endian float64 C-order .npy of 1 or 2 dimensions as a view of ``data``.
+    """A little-endian float64 (or float32) C-order .npy of 1 or 2 dimensions.
 
-    The common frame, read without copying it; None for anything else (the
-    general reader then converts or refuses it).
+    The common frames, read straight from ``data`` (float64 without a copy);
+    None for anything else (the general reader then converts or refuses it).
     """
     # A producer sends frames of one shape: their headers repeat byte for byte, so
     # the parsed header is kept (numpy parses it with ast.literal_eval each time).
     # Version 1.0: 6 magic bytes, 2 version bytes, a 2-byte header length.
     if len(data) < 10 or data[6:8] != b"\x01\x00":
-        return _npy_view_parsed(data)
+        found = _npy_view_parsed(data)
+        return None if found is None else _as_float64(found[0])
     end = 10 + int.from_bytes(data[8:10], "little")
     key = data[:end]
     parsed = _HEADERS.get(key)
     if parsed is None:
-        view = _npy_view_parsed(data)
-        if view is not None and len(_HEADERS) < 256:
-            _HEADERS[key] = (view.shape, end)
-        return view
-    shape, offset = parsed
+        found = _npy_view_parsed(data)
+        if found is None:
+            return None
+        view, dtype = found
+        if len(_HEADERS) < 256:
+            _HEADERS[key] = (view.shape, end, dtype)
+        return _as_float64(view)
+    shape, offset, dtype = parsed
     count = int(np.prod(shape))
-    if len(data) < offset + 8 * count:
+    if len(data) < offset + dtype.itemsize * count:
         return None
-    return np.frombuffer(data, dtype="<f8", count=count, offset=offset).reshape(shape)
+    return _as_float64(np.frombuffer(data, dtype=dtype, count=count, offset=offset).reshape(shape))
 
 
-_HEADERS: dict[bytes, tuple[tuple[int, ...], int]] = {}
+_HEADERS: dict[bytes, tuple[tuple[int, ...], int, np.dtype[Any]]] = {}
+# Little-endian floats are read straight from the frame (float32 converted once).
+_FAST_DTYPES = (np.dtype("<f8"), np.dtype("<f4"))
 
 
-def _npy_view_parsed(data: bytes) -> npt.NDArray[np.float64] | None:
+def _as_float64(view: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+    return view if view.dtype == np.float64 else view.astype(np.float64)
+
+
+def _npy_view_parsed(data: bytes) -> tuple[npt.NDArray[Any], np.dtype[Any]] | None:
     try:
         buf = io.BytesIO(data)
         version = npy_format.read_magic(buf)
@@ -512,10 +522,13 @@ def _npy_view_parsed(data: bytes) -> npt.NDArray[np.float64] | None:
             shape, fortran, dtype = npy_format.read_array_header_2_0(buf)
         else:
             return None
-        if fortran or dtype != np.dtype("<f8") or len(shape) not in (1, 2):
+        if fortran or dtype not in _FAST_DTYPES or len(shape) not in (1, 2):
             return None
         count = int(np.prod(shape))
-        return np.frombuffer(data, dtype=dtype, count=count, offset=buf.tell()).reshape(shape)
+        if len(data) < buf.tell() + dtype.itemsize * count:
+            return None
+        view = np.frombuffer(data, dtype=dtype, count=count, offset=buf.tell()).reshape(shape)
+        return view, dtype
     except ValueError:
         return None
 
