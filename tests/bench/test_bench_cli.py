@@ -154,3 +154,15 @@ def test_scaling_without_matplotlib_skips_the_plot(
     assert main(argv) == 0
     assert not png.exists()
     assert "matplotlib is not installed" in capsys.readouterr().out
+
+
+def test_latency_reads_on_schedule_while_a_writer_streams(
+    live_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["latency", "--url", live_url, "--seconds", "1", "--rate", "50"]
+    assert main([*argv, "--write-rate", "2000", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["reads"] == 50 and out["not_ok"] == 0
+    assert 0 < out["p50_ms"] <= out["p90_ms"] <= out["p99_ms"] <= out["max_ms"]
+    # The writer was streaming all along: its rate is near the pace asked for.
+    assert out["write_rate"] == 2000 and 500 < out["writer_instances_per_second"] < 2600

@@ -306,7 +306,9 @@ def main_instances(args: argparse.Namespace, params: dict[str, Any]) -> int:
             for _ in range(args.repeat)
         ]
 
-    if args.url:
+    if args.skip_service:
+        pass
+    elif args.url:
         results += over(args.url)
     else:
         with spawn_server(args.store, blas_threads=args.server_blas_threads) as server:
@@ -332,7 +334,9 @@ def main_features(args: argparse.Namespace, params: dict[str, Any]) -> int:
     """``--mode features``: one npy request of every column, against in process."""
     data = synthetic_features(args.columns, args.rows)
     results = [run_in_process(args.algorithm, params, data) for _ in range(args.repeat)]
-    if args.url:
+    if args.skip_service:
+        pass
+    elif args.url:
         results += [run_service(args.url, args.algorithm, params, data) for _ in range(args.repeat)]
     else:
         with spawn_server(args.store, blas_threads=args.server_blas_threads) as server:

@@ -33,6 +33,7 @@ from featurestream.bench.runs import (
     features_service,
     instances_in_process,
     instances_service,
+    window_for,
 )
 from featurestream.bench.server import SpawnedServer, spawn_server
 from featurestream.selectors import REGISTRY
@@ -77,6 +78,11 @@ Scaling (`featurestream bench scaling` or --scaling): cost per column against
 n and |S| (SAOLA, OSFS, Fast-OSFS, Alpha-investing, Grafting) and per instance
 against d (OFS, FSDS), in process; plots to --plot when matplotlib is
 installed.
+
+Latency (`featurestream bench latency`): GET /selected at --rate requests per
+second for --seconds while another process streams OFS frames into the same
+stream; prints the read latency percentiles (measured from each read's
+scheduled time) and the write rate.
 
 Without --dataset, --quick or --scaling: the original single-run modes
 (--mode features|instances, --columns, --rows, --repeat, ...).
@@ -131,9 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="suite: seconds per run; a run stops after the chunk that passes it",
     )
     p.add_argument("--seed", type=int, default=0, help="suite: data seed")
-    p.add_argument(
-        "--skip-service", action="store_true", help="suite: in-process runs only (no server)"
-    )
+    p.add_argument("--skip-service", action="store_true", help="in-process runs only (no server)")
     p.add_argument(
         "--fresh-server",
         action=argparse.BooleanOptionalAction,
@@ -163,6 +167,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="write the results as JSON to PATH (alone: print JSON instead of the table)",
     )
+    p.add_argument(
+        "--rate", type=float, default=200.0, help="latency: GET /selected requests per second"
+    )
+    p.add_argument("--seconds", type=float, default=10.0, help="latency: seconds of reads")
+    p.add_argument(
+        "--write-rate",
+        type=float,
+        default=20_000.0,
+        help="latency: instances per second the writer sends (0: as fast as acknowledged)",
+    )
     p.add_argument("--instances", type=int, default=100_000, help="instances mode: rows")
     p.add_argument("--dim", type=int, default=1000, help="instances mode: features d")
     p.add_argument("--frame", type=int, default=100, help="instances mode: rows per frame")
@@ -184,8 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     scaling_cmd = args_in[:1] == ["scaling"]
+    latency_cmd = args_in[:1] == ["latency"]
     parser = build_parser()
-    args = parser.parse_args(args_in[1:] if scaling_cmd else args_in)
+    args = parser.parse_args(args_in[1:] if scaling_cmd or latency_cmd else args_in)
     try:
         params = json.loads(args.params)
     except json.JSONDecodeError:
@@ -199,12 +214,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in args.dataset or []:
         if name != "all" and name not in DATASETS:
             parser.error(f"unknown dataset {name!r}; expected one of {list(DATASETS)}")
+    if latency_cmd:
+        return _main_latency(args)
     if scaling_cmd or args.scaling:
         with _blas_limit(args.blas_threads):
             return _main_scaling(args)
     if args.dataset or args.quick:
         return _main_suite(args, params)
     return _main_classic(parser, args, params)
+
+
+# --------------------------------------------------------------------------- read latency
+
+
+def _main_latency(args: argparse.Namespace) -> int:
+    from featurestream.bench import latency
+
+    store = args.store or DEFAULT_REDIS
+    if args.url:
+        result = latency.measure(args.url, "given server", args.rate, args.seconds, args.write_rate)
+    else:
+        threads = args.server_blas_threads if args.server_blas_threads is not None else 1
+        with spawn_server(store, blas_threads=threads if threads > 0 else None) as server:
+            result = latency.measure(server.url, store, args.rate, args.seconds, args.write_rate)
+    print(latency.report(result, args.json is not None))
+    return 0
 
 
 # --------------------------------------------------------------------------- single runs
@@ -227,10 +261,12 @@ def _main_classic(
         if not issubclass(cls, InstanceSelector):
             parser.error(f"--mode instances needs an instance-stream algorithm, not {cls.name}")
         params = {"num_features": 10, **params}
-        return classic.main_instances(args, params)
+        with _blas_limit(args.blas_threads):
+            return classic.main_instances(args, params)
     if not issubclass(REGISTRY[args.algorithm], FeatureSelector):
         parser.error("--mode features needs a feature-stream algorithm")
-    return classic.main_features(args, params)
+    with _blas_limit(args.blas_threads):
+        return classic.main_features(args, params)
 
 
 # --------------------------------------------------------------------------- suite
@@ -403,7 +439,10 @@ def _run_pair(
         if isinstance(data, FeatureData):
             svc = features_service(url, data, algorithm, p, args.chunk, args.budget, server)
         else:
-            svc = instances_service(url, data, algorithm, p, args.budget, server)
+            frames_per_second = ref.rate / data.spec.frame if ref.error is None else None
+            svc = instances_service(
+                url, data, algorithm, p, args.budget, server, window_for(frames_per_second)
+            )
         if ref.error is None:
             compare(svc, ref)
     except Exception as exc:

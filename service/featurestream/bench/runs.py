@@ -35,6 +35,24 @@ from featurestream.selectors.base import FeatureSelector, InstanceSelector
 GROUP_SIZE = 10  # group-SAOLA: consecutive columns form a group
 # group-SAOLA selectors take their chunks dense: keep a chunk within this many values.
 GROUP_DENSE_VALUES = 1 << 24
+# Frames a WebSocket run keeps unanswered at most (the server reads as many ahead).
+FRAME_WINDOW = 64
+# Seconds of work a run may queue at the server: a pong waits behind the frames the
+# server has not read yet, and its keepalive (ws_ping_timeout, 60 s) must not expire.
+QUEUED_SECONDS = 15.0
+
+
+def window_for(frames_per_second: float | None) -> int:
+    """Frames to keep unanswered, given how fast the selector applies frames.
+
+    >>> window_for(1000.0), window_for(0.25), window_for(None)
+    (64, 3, 64)
+    """
+    if not frames_per_second:
+        return FRAME_WINDOW
+    return max(1, min(FRAME_WINDOW, int(frames_per_second * QUEUED_SECONDS)))
+
+
 # Dense feature sets are sent as .npy chunks of at most this many bytes.
 DENSE_CHUNK_BYTES = 32 << 20
 
@@ -310,8 +328,8 @@ def instances_in_process(
     done = 0
     elapsed = 0.0
     for lo, hi in _frame_bounds(data):
-        # Densifying a sparse frame is the client's work, not the selector's: untimed.
-        X = data.rows(lo, hi)
+        # Sparse sets go in as CSR rows, as the service receives them.
+        X = data.X[lo:hi] if data.spec.sparse else data.rows(lo, hi)
         t0 = time.perf_counter()
         if cls.supervised:
             sel.learn_instances(X, data.y[lo:hi])
@@ -342,6 +360,16 @@ def instances_in_process(
 
 
 def _frame_payload(data: InstanceData, lo: int, hi: int, supervised: bool) -> bytes:
+    """A binary frame: .npz sparse rows for sparse sets, .npy otherwise; labels last."""
+    if data.spec.sparse:
+        import scipy.sparse
+
+        part = data.X[lo:hi]
+        if supervised:
+            part = scipy.sparse.hstack([part, data.y[lo:hi, None]], format="csr")
+        buf = io.BytesIO()
+        scipy.sparse.save_npz(buf, part.astype(np.float32), compressed=False)
+        return buf.getvalue()
     X = data.rows(lo, hi, dtype="float32")
     if supervised:
         X = np.column_stack([X, data.y[lo:hi].astype(np.float32)])
@@ -357,8 +385,9 @@ def instances_service(
     params: dict[str, Any],
     budget: float | None = None,
     server: SpawnedServer | None = None,
+    window: int = FRAME_WINDOW,
 ) -> RunResult:
-    """Every frame over one WebSocket, pipelined; timed until the last ack."""
+    """Every frame over one WebSocket, pipelined (``window`` unanswered); timed to the last ack."""
     import httpx
     from websockets.sync.client import connect
 
@@ -394,6 +423,9 @@ def instances_service(
                 def send() -> None:
                     try:
                         for p in payloads:
+                            # At most `window` frames unanswered, as the client
+                            # library does (its own `window`).
+                            window_left.acquire()
                             ws.send(p)
                             sent_bytes[0] += len(p)
                             sent_count[0] += 1
@@ -404,6 +436,7 @@ def instances_service(
                     finally:
                         finished.set()
 
+                window_left = threading.Semaphore(window)
                 t0 = time.perf_counter()
                 sender = threading.Thread(target=send, daemon=True)
                 sender.start()
@@ -418,6 +451,7 @@ def instances_service(
                     msg = json.loads(ws.recv(timeout=600))
                     if "ack" in msg:
                         acked += 1
+                        window_left.release()
                     elif "error" in msg:
                         raise RuntimeError(f"frame {msg.get('seq')} refused: {msg['error']}")
                 dt = time.perf_counter() - t0
@@ -475,4 +509,5 @@ __all__ = [
     "features_service",
     "instances_in_process",
     "instances_service",
+    "window_for",
 ]

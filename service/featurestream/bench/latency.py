@@ -1,0 +1,219 @@
+"""Read latency under write load: ``featurestream bench latency``.
+
+A writer process streams an OFS instance stream (dense frames of 100
+instances, d = 1,000) over one WebSocket, at ``--write-rate`` instances per
+second or, with 0, as fast as the server acknowledges (a saturated server),
+while this process reads ``GET /v1/streams/{id}/selected`` of the same stream
+on a fixed schedule (``--rate`` requests per second, open loop). Each read's
+latency is measured from the moment it was *scheduled*, so a slow answer also
+counts against the reads that had to wait behind it (no coordinated omission).
+Reported: the percentiles of the read latency, the reads per second achieved,
+and the writer's instances per second over the same interval.
+
+The writer runs in its own process so that its sending does not compete with
+the reader for this interpreter's lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import multiprocessing as mp
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+FRAME = 100
+DIM = 1_000
+
+
+@dataclass
+class LatencyResult:
+    store: str
+    rate: float
+    seconds: float
+    reads: int
+    reads_per_second: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: float
+    not_ok: int
+    write_rate: float  # asked for (0: as fast as the server acknowledges)
+    writer_instances_per_second: float
+
+
+def _frames(count: int, seed: int = 0) -> list[bytes]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        X = rng.normal(size=(FRAME, DIM)).astype(np.float32)
+        y = np.where(X[:, 0] + X[:, 1] > 0, 1.0, -1.0).astype(np.float32)
+        buf = io.BytesIO()
+        np.save(buf, np.column_stack([X, y]))
+        out.append(buf.getvalue())
+    return out
+
+
+def _writer(
+    url: str, sid: str, stop: Any, counter: Any, write_rate: float, window: int = 64
+) -> None:
+    """Stream frames until ``stop`` is set; ``counter`` receives the instances acknowledged.
+
+    ``write_rate`` instances per second (frame k is sent at k * FRAME / write_rate
+    seconds), or as fast as the server acknowledges when 0.
+    """
+    import threading
+
+    from websockets.sync.client import connect
+
+    payloads = _frames(50)
+    ws_url = url.replace("http://", "ws://", 1) + f"/v1/streams/{sid}/ws?producer=writer"
+    with connect(ws_url, max_size=None, compression=None, ping_interval=None) as ws:
+        json.loads(ws.recv(timeout=60))
+        room = threading.Semaphore(window)
+        sent = [0]
+
+        def send() -> None:
+            i = 0
+            t0 = time.perf_counter()
+            while not stop.is_set():
+                if write_rate > 0:
+                    wait = t0 + i * FRAME / write_rate - time.perf_counter()
+                    if wait > 0:
+                        time.sleep(wait)
+                room.acquire()
+                ws.send(payloads[i % len(payloads)])
+                sent[0] += 1
+                i += 1
+
+        threading.Thread(target=send, daemon=True).start()
+        acked = 0
+        while not stop.is_set() or acked < sent[0]:
+            try:
+                msg = json.loads(ws.recv(timeout=1.0))
+            except TimeoutError:
+                continue
+            if "ack" in msg:
+                acked += 1
+                counter.value = acked * FRAME
+                room.release()
+            elif "error" in msg:
+                raise RuntimeError(f"frame refused: {msg['error']}")
+
+
+async def _read(url: str, path: str, rate: float, seconds: float) -> tuple[list[float], int]:
+    """GET ``path`` at ``rate`` per second (each on schedule, however slow the others)."""
+    import httpx
+
+    latencies: list[float] = []
+    not_ok = [0]
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as c:
+
+        async def one(due: float) -> None:
+            resp = await c.get(path)
+            latencies.append(time.perf_counter() - due)
+            not_ok[0] += resp.status_code != 200
+
+        start = time.perf_counter()
+        tasks = []
+        k = 0
+        while k / rate < seconds:
+            due = start + k / rate
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(due)))
+            k += 1
+        await asyncio.gather(*tasks)
+    return latencies, not_ok[0]
+
+
+def measure(
+    url: str,
+    store: str,
+    rate: float,
+    seconds: float,
+    write_rate: float = 0.0,
+    warmup: float = 1.0,
+) -> LatencyResult:
+    """Run the writer and the scheduled reads against a server at ``url``."""
+    import httpx
+
+    sid = f"bench-latency-{uuid.uuid4().hex[:8]}"
+    names = [f"x{j}" for j in range(DIM)]
+    ctx = mp.get_context("spawn")
+    stop = ctx.Event()
+    counter = ctx.Value("q", 0)
+    with httpx.Client(base_url=url, timeout=30) as c:
+        r = c.post(
+            "/v1/streams",
+            json={
+                "id": sid,
+                "algorithm": "ofs",
+                "params": {"num_features": 50},
+                "feature_names": names,
+            },
+        )
+        r.raise_for_status()
+        writer = ctx.Process(
+            target=_writer, args=(url, sid, stop, counter, write_rate), daemon=True
+        )
+        writer.start()
+        try:
+            # Wait until the writer is streaming, then a little longer.
+            deadline = time.monotonic() + 60
+            while counter.value == 0:
+                if not writer.is_alive() or time.monotonic() > deadline:
+                    raise RuntimeError("the writer did not start streaming")
+                time.sleep(0.01)
+            time.sleep(warmup)
+            written0 = counter.value
+            start = time.perf_counter()
+            latencies, not_ok = asyncio.run(
+                _read(url, f"/v1/streams/{sid}/selected", rate, seconds)
+            )
+            elapsed = time.perf_counter() - start
+            written = counter.value - written0
+        finally:
+            stop.set()
+            writer.join(30)
+            if writer.is_alive():
+                writer.terminate()
+            c.delete(f"/v1/streams/{sid}")
+    ms = np.array(latencies) * 1000.0
+    return LatencyResult(
+        store=store,
+        rate=rate,
+        seconds=elapsed,
+        reads=len(latencies),
+        reads_per_second=len(latencies) / elapsed,
+        p50_ms=float(np.percentile(ms, 50)),
+        p90_ms=float(np.percentile(ms, 90)),
+        p99_ms=float(np.percentile(ms, 99)),
+        max_ms=float(ms.max()),
+        not_ok=not_ok,
+        write_rate=write_rate,
+        writer_instances_per_second=written / elapsed,
+    )
+
+
+def report(result: LatencyResult, as_json: bool) -> str:
+    if as_json:
+        return json.dumps(asdict(result), indent=2)
+    paced = f"paced at {result.write_rate:,.0f}/s" if result.write_rate else "unpaced"
+    return (
+        f"GET /selected at {result.rate:g}/s for {result.seconds:.1f} s while OFS ingests "
+        f"{result.writer_instances_per_second:,.0f} instances/s ({paced}; {result.store}):\n"
+        f"  reads {result.reads} ({result.reads_per_second:.0f}/s), non-200 {result.not_ok}\n"
+        f"  latency ms: p50 {result.p50_ms:.2f}  p90 {result.p90_ms:.2f}  "
+        f"p99 {result.p99_ms:.2f}  max {result.max_ms:.2f}"
+    )
+
+
+__all__ = ["LatencyResult", "measure", "report"]
