@@ -13,7 +13,9 @@ The fit is kept incrementally: the State holds an orthonormal basis Q of
 span[1, S] (one row per basis vector) and the residual r of y on that span. For
 a new column f, with q_f the unit vector of f orthogonalised against Q,
 SSE_new = SSE_old - (q_f . r)^2, so a test costs O(n |S|) instead of a fresh
-least-squares fit.
+least-squares fit; and since q_f . r = (f . r) / ||f outside the span||, it is
+read from the column's non-zeros alone, O(nnz(f) |S|), unless most of f lies
+in the span (see ``_Pending``).
 
 References
 ----------
