@@ -139,6 +139,7 @@ def test_scaling_quick_writes_points_and_a_plot(
         ("saola", "n"),
         ("saola", "size"),
         ("ofs", "d"),
+        ("ofs-sparse", "d"),
     }
     assert all(p["seconds_per_item"] > 0 for p in points)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

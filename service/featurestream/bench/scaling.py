@@ -15,7 +15,8 @@ All in process, on dense Gaussian data built for the purpose:
   conditioning set that separates one from y (its worst case). Then
   ``probes`` more such columns are timed, each applied alone to the grown
   state, so every probe meets exactly that |S|.
-* **per instance vs d**: OFS and FSDS on frames of dense Gaussian instances.
+* **per instance vs d**: OFS and FSDS on frames of dense Gaussian instances,
+  and OFS on sparse ones (1% non-zeros, ``ofs-sparse``).
 
 A curve stops growing once a point takes longer than the per-point budget
 (OSFS's search grows like |S|^3 per test set size, so its curve is short).
@@ -37,6 +38,8 @@ from featurestream.selectors.base import FeatureSelector, InstanceSelector
 
 FEATURE_ALGORITHMS = ("saola", "osfs", "fast_osfs", "alpha_investing", "grafting")
 INSTANCE_ALGORITHMS = ("ofs", "fsds")
+# Share of non-zeros of the sparse OFS series (ofs-sparse).
+SPARSE_DENSITY = 0.01
 
 
 @dataclass(frozen=True)
@@ -166,9 +169,21 @@ def feature_point(
 
 
 def instance_point(
-    algorithm: str, d: int, budget: float, frame: int = 100, seed: int = 0
+    algorithm: str,
+    d: int,
+    budget: float,
+    frame: int = 100,
+    seed: int = 0,
+    density: float | None = None,
 ) -> ScalingPoint:
-    """Time frames of dense instances at dimension d until about a second is spent."""
+    """Time frames of instances at dimension d until about a second is spent.
+
+    Dense Gaussian instances, or with ``density`` sparse CSR ones holding about
+    that share of non-zeros (at least 2: the two that decide the label). The
+    point is named ``<algorithm>-sparse`` then.
+    """
+    import scipy.sparse
+
     rng = np.random.default_rng([seed, d])
     cls = REGISTRY[algorithm]
     assert issubclass(cls, InstanceSelector)
@@ -177,8 +192,15 @@ def instance_point(
     items = 0
     target = min(1.0, budget / 4)
     while spent < target and items < 20_000:
-        X = rng.normal(size=(frame, d))
-        y = np.where(X[:, 0] + X[:, 1] > 0, 1.0, -1.0)
+        X: Any
+        if density is None:
+            X = rng.normal(size=(frame, d))
+            y = np.where(X[:, 0] + X[:, 1] > 0, 1.0, -1.0)
+        else:
+            X = scipy.sparse.random(frame, d, density=density, format="lil", random_state=rng)
+            X[:, :2] = rng.normal(size=(frame, 2))
+            X = X.tocsr()
+            y = np.where(X[:, 0].toarray().ravel() + X[:, 1].toarray().ravel() > 0, 1.0, -1.0)
         t0 = time.perf_counter()
         if cls.supervised:
             sel.learn_instances(X, y)
@@ -186,7 +208,8 @@ def instance_point(
             sel.learn_instances(X)
         spent += time.perf_counter() - t0
         items += frame
-    return ScalingPoint(algorithm, "d", d, 0, 0, spent / items, items)
+    name = algorithm if density is None else f"{algorithm}-sparse"
+    return ScalingPoint(name, "d", d, 0, 0, spent / items, items)
 
 
 def run_scaling(
@@ -229,6 +252,13 @@ def run_scaling(
             p2 = instance_point(algorithm, d, grid.budget)
             note(p2, f"{algorithm} d={d}")
             points.append(p2)
+    if "ofs" in instance_algorithms:
+        # OFS reads a sparse instance in O(B + nnz): 1% non-zeros, d from 1,000 up.
+        for d in grid.dims:
+            if d >= 1_000 or d == grid.dims[-1]:
+                p3 = instance_point("ofs", d, grid.budget, density=SPARSE_DENSITY)
+                note(p3, f"ofs-sparse d={d}")
+                points.append(p3)
     return points
 
 
@@ -247,10 +277,10 @@ def plot(points: Sequence[ScalingPoint], path: Path) -> bool:
     panels = [
         ("n", "rows n", "seconds per column", f"Noise column vs n (|S| ~ {typical})"),
         ("size", "selected features |S|", "seconds per column", "Relevant column vs |S|"),
-        ("d", "features d", "seconds per instance", "Instance vs d (dense)"),
+        ("d", "features d", "seconds per instance", "Instance vs d (dense; ofs-sparse: 1%)"),
     ]
-    every = (*FEATURE_ALGORITHMS, *INSTANCE_ALGORITHMS)
-    markers = dict(zip(every, "osD^vos", strict=True))
+    every = (*FEATURE_ALGORITHMS, *INSTANCE_ALGORITHMS, "ofs-sparse")
+    markers = dict(zip(every, "osD^vos*", strict=True))
     # One colour per algorithm across the panels.
     colours = {name: f"C{i}" for i, name in enumerate(every)}
     for ax, (axis, xlabel, ylabel, title) in zip(axes, panels, strict=True):
