@@ -36,6 +36,12 @@ def limited(settings: Settings) -> Iterator[TestClient]:
         yield client
 
 
+def create_ofs(client: TestClient, names: list[str]) -> None:
+    """Instance stream "o": OFS keeping one feature of ``names``."""
+    body = {"id": "o", "algorithm": "ofs", "params": {"num_features": 1}, "feature_names": names}
+    assert client.post("/v1/streams", json=body).status_code == 201
+
+
 def problem_of(r: object, status: int, suffix: str) -> dict[str, object]:
     assert r.status_code == status, r.text  # type: ignore[attr-defined]
     body = r.json()  # type: ignore[attr-defined]
@@ -76,16 +82,7 @@ def test_feature_name_length(limited: TestClient) -> None:
 
 
 def test_instances_per_request_and_per_frame(limited: TestClient) -> None:
-    r = limited.post(
-        "/v1/streams",
-        json={
-            "id": "o",
-            "algorithm": "ofs",
-            "params": {"num_features": 1},
-            "feature_names": ["a", "b"],
-        },
-    )
-    assert r.status_code == 201
+    create_ofs(limited, ["a", "b"])
     X, y = np.ones((5, 2)), np.ones(5)
     problem_of(
         limited.post("/v1/streams/o/instances", json={"X": X.tolist(), "y": y.tolist()}),
@@ -149,3 +146,37 @@ def test_a_stalled_body_times_out_with_408() -> None:
         assert 0.4 < waited < 5
     finally:
         server.kill()
+
+
+def test_a_compressed_npz_may_not_expand_beyond_the_body_limit(settings: Settings) -> None:
+    # 2 MiB of zeros compress to a few KiB; uncompressed they exceed the 1 MiB limit.
+    import scipy.sparse as sp
+
+    small = settings.model_copy(update={"max_request_bytes": 1 << 20})
+    buf = io.BytesIO()
+    sp.save_npz(buf, sp.csr_matrix(np.ones((1, 2))), compressed=True)
+    bomb = io.BytesIO()
+    sp.save_npz(
+        bomb,
+        sp.csr_matrix((np.zeros(1 << 18), np.zeros(1 << 18, np.int32), [0, 1 << 18]), shape=(1, 3)),
+        compressed=True,
+    )
+    assert len(bomb.getvalue()) < 100_000
+    with TestClient(create_app(small)) as client:
+        create_ofs(client, ["a"])
+        headers = {"content-type": "application/x-npz", "X-Label-Column": "last"}
+        r = client.post("/v1/streams/o/instances", content=bomb.getvalue(), headers=headers)
+        problem = problem_of(r, 413, "limit-exceeded")
+        assert problem["limit"] == "max_request_bytes"
+        with client.websocket_connect("/v1/streams/o/ws") as ws:
+            assert ws.receive_json()["type"] == "selection"
+            ws.send_bytes(bomb.getvalue())
+            ws.send_bytes(buf.getvalue())  # a small, good frame: [1] with label 1
+            answers = []
+            while len(answers) < 2:
+                msg = ws.receive_json()
+                if msg["type"] != "selection":
+                    answers.append(msg)
+        assert answers[0]["type"] == "error"
+        assert answers[0]["error"]["type"] == "/problems/limit-exceeded"
+        assert answers[1]["type"] == "ack" and answers[1]["instances_seen"] == 1

@@ -15,7 +15,7 @@ import numpy.typing as npt
 from fastapi import Request
 
 from featurestream.api.schemas import FeatureIn
-from featurestream.errors import InvalidInput
+from featurestream.errors import InvalidInput, LimitExceeded
 
 NPY_MEDIA_TYPE = "application/x-npy"
 NPZ_MEDIA_TYPE = "application/x-npz"
@@ -45,10 +45,28 @@ def load_npy(body: bytes) -> npt.NDArray[np.float64]:
     return np.asarray(arr, dtype=np.float64)
 
 
-def load_npz(body: bytes) -> Any:
-    """A scipy.sparse matrix saved with ``scipy.sparse.save_npz``; never unpickles."""
+def load_npz(body: bytes, max_bytes: int) -> Any:
+    """A scipy.sparse matrix saved with ``scipy.sparse.save_npz``; never unpickles.
+
+    The arrays inside may hold at most ``max_bytes`` uncompressed (the request
+    size limit): a small compressed body cannot expand into gigabytes.
+    """
+    import zipfile
+
     import scipy.sparse
 
+    try:
+        with zipfile.ZipFile(io.BytesIO(body)) as zf:
+            expanded = sum(info.file_size for info in zf.infolist())
+    except (zipfile.BadZipFile, ValueError, OSError):
+        expanded = 0  # not a zip at all: the reader below says so
+    if expanded > max_bytes:
+        raise LimitExceeded(
+            f"The .npz arrays hold {expanded} bytes uncompressed; at most {max_bytes} "
+            "(max_request_bytes) are accepted.",
+            limit="max_request_bytes",
+            maximum=max_bytes,
+        )
     try:
         M = scipy.sparse.load_npz(io.BytesIO(body))
     except Exception:  # zip, format and shape errors all mean "not a sparse matrix"
@@ -82,9 +100,9 @@ def split_labels(A: Any, supervised: bool, what: str) -> tuple[Any, Any]:
     return M[:, : M.shape[1] - 1].tocsr(), y
 
 
-def load_sparse_instances(body: bytes) -> Any:
+def load_sparse_instances(body: bytes, max_bytes: int) -> Any:
     """A sparse batch of instances (``scipy.sparse.save_npz``, m x d) as a CSR matrix."""
-    M = load_npz(body)
+    M = load_npz(body, max_bytes)
     if M.ndim != 2:
         raise InvalidInput(f"The sparse matrix must be 2-D; got shape {M.shape}.", field="body")
     return M.tocsr()

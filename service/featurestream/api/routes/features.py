@@ -72,7 +72,7 @@ async def add_features(stream_id: StreamIdPath, request: Request, engine: Engine
     if kind in (bodies.NPY_MEDIA_TYPE, bodies.NPZ_MEDIA_TYPE):
         if kind == bodies.NPZ_MEDIA_TYPE:
             # Rows are instances, columns features (like .npy): CSC in, CSR rows out.
-            X = bodies.load_npz(body).T.tocsr()
+            X = bodies.load_npz(body, engine.settings.max_request_bytes).T.tocsr()
         else:
             arr = bodies.load_npy(body)
             X = arr[:, None].T if arr.ndim == 1 else arr.T

@@ -34,7 +34,7 @@ async def add_instances(stream_id: StreamIdPath, request: Request, engine: Engin
             arr = bodies.load_npy(body)
             A = arr[None, :] if arr.ndim == 1 else arr
         else:
-            A = bodies.load_sparse_instances(body)
+            A = bodies.load_sparse_instances(body, engine.settings.max_request_bytes)
         X, y = bodies.split_labels(A, label == "last", "With X-Label-Column: last, the body")
         result = await engine.add_instances(
             stream_id,

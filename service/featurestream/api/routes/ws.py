@@ -399,7 +399,7 @@ class Session:
             data = message.get("bytes")
             if data is not None:
                 if data[:2] == b"PK":  # a zip: a sparse frame (scipy.sparse.save_npz)
-                    A = bodies.load_sparse_instances(data)
+                    A = bodies.load_sparse_instances(data, self.engine.settings.max_request_bytes)
                     X, y = bodies.split_labels(A, self.supervised, "A binary frame")
                     return Frame(seq, X, y)
                 return self._decode_npy(data, seq)
