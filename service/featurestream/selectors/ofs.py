@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
+import numpy.typing as npt
 
 from featurestream.selectors.base import (
     JSON,
@@ -89,13 +90,13 @@ class OFSState:
     mistakes: int = 0
 
 
-def truncate(v: Vector, B: int, work: Vector | None = None) -> None:
+def truncate(v: Vector, B: int) -> None:
     """Keep the B entries of largest ``|v|`` in place and zero the rest.
 
     Ties at the boundary are kept by lower index (ALGORITHMS.md, OFS). The B-th
     largest magnitude comes from a partial selection (``np.partition``, linear
     time), not a full sort, so this stays cheap for d in the hundreds of
-    thousands. ``work`` is unused (kept for callers that pass a scratch vector).
+    thousands.
 
     >>> v = np.array([0.5, -1.5, 1.5, 0.0])
     >>> truncate(v, 1)
@@ -108,44 +109,41 @@ def truncate(v: Vector, B: int, work: Vector | None = None) -> None:
 def truncate_support(v: Vector, support: Index, B: int) -> Index:
     """``truncate`` given the sorted indices of v's non-zeros; returns the kept ones.
 
-    Only the support is looked at, so the cost is O(|support|), not O(d).
+    A small support is looked at alone (O(|support|), not O(d)); a large one
+    (dense instances) through whole-vector operations, cheaper than gathers and
+    scatters there. Both keep the same entries.
 
     >>> v = np.array([0.0, 2.0, -3.0, 2.0, 0.0])
     >>> truncate_support(v, np.array([1, 2, 3]), 2).tolist(), v.tolist()
     ([1, 2], [0.0, 2.0, -3.0, 0.0, 0.0])
     """
-    k = support.shape[0]
-    if k <= B:
+    if support.shape[0] <= B:
         # Nothing to drop: at most B entries are non-zero already.
         return support
-    if 4 * k > v.shape[0]:
-        # A support this large (dense instances): whole-vector operations are cheaper
-        # than gathers and scatters, and select the same entries.
-        a = np.abs(v)
-        part = a.copy()
-        part.partition(v.shape[0] - B)
-        thr = part[v.shape[0] - B]
-        kept = a >= thr
-        extra = int(kept.sum()) - B
-        if extra > 0:
-            ties = (a == thr).nonzero()[0]
-            kept[ties[ties.shape[0] - extra :]] = False
+    if 4 * support.shape[0] > v.shape[0]:
+        kept = _largest(np.abs(v), B)  # zeros are never among the B largest
         np.copyto(v, 0.0, where=~kept)
         kept_at: Index = kept.nonzero()[0]
         return kept_at
-    a = np.abs(v[support])
-    part = a.copy()
-    part.partition(k - B)  # (methods, not np.* wrappers: this runs once per update)
-    thr = part[k - B]  # the B-th largest |v| (> 0: all are non-zero)
-    keep = a >= thr  # the B largest, plus any further ties at thr
-    extra = int(keep.sum()) - B
-    if extra > 0:
-        # Entries equal to thr fill the places left by lowest index: drop the last ties.
-        ties = np.flatnonzero(a == thr)
-        keep[ties[ties.shape[0] - extra :]] = False
+    keep = _largest(np.abs(v[support]), B)
     v[support[~keep]] = 0.0
     kept_support: Index = support[keep]
     return kept_support
+
+
+def _largest(a: Vector, B: int) -> npt.NDArray[np.bool_]:
+    """Mask of the B largest entries of ``a`` (B < len(a)), ties kept by lower index."""
+    n = a.shape[0]
+    part = a.copy()
+    part.partition(n - B)  # (methods, not np.* wrappers: this runs once per update)
+    thr = part[n - B]  # the B-th largest
+    keep: npt.NDArray[np.bool_] = a >= thr  # the B largest, plus any further ties at thr
+    extra = int(keep.sum()) - B
+    if extra > 0:
+        # Entries equal to thr fill the places left by lowest index: drop the last ties.
+        ties = (a == thr).nonzero()[0]
+        keep[ties[ties.shape[0] - extra :]] = False
+    return keep
 
 
 class OFS(InstanceSelector[OFSParams, OFSState]):
