@@ -33,6 +33,7 @@ from featurestream.bench.runs import (
     features_service,
     instances_in_process,
     instances_service,
+    run_result,
     window_for,
 )
 from featurestream.bench.server import SpawnedServer, spawn_server
@@ -459,26 +460,10 @@ def _failed(
     params: dict[str, Any],
     exc: Exception,
 ) -> RunResult:
-    features = isinstance(data, FeatureData)
-    n = data.n if isinstance(data, FeatureData) else data.spec.n
-    width = data.b if isinstance(data, FeatureData) else data.spec.d
-    return RunResult(
-        data.spec.name,
-        algorithm,
-        mode,
-        "features" if features else "instances",
-        n,
-        width,
-        0,
-        width if features else n,
-        0.0,
-        0.0,
-        0,
-        0.0,
-        params,
-        complete=False,
-        error=f"{type(exc).__name__}: {exc}"[:500],
-    )
+    result = run_result(data, algorithm, mode, params, 0, 0.0, [])
+    result.complete = False
+    result.error = f"{type(exc).__name__}: {exc}"[:500]
+    return result
 
 
 def _judge(r: RunResult, quick: bool) -> None:

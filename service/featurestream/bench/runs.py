@@ -4,9 +4,10 @@ Feature streams go to the server in chunks of columns: ``application/x-npz``
 bodies (``scipy.sparse.save_npz`` of an ``(n, chunk)`` CSC matrix, rows =
 instances) for sparse sets and ``application/x-npy`` for dense ones, names in
 ``X-Feature-Names``; group-SAOLA posts JSON groups (sparse JSON columns) to
-``/groups``. Instance streams go over one WebSocket as pipelined binary .npy
-frames (float32, labels in the last column for supervised selectors): the
-service has no sparse frames, so sparse instances are sent densified.
+``/groups``. Instance streams go over one WebSocket as pipelined binary
+frames, labels in the last column for supervised selectors: float32 .npy for
+dense sets, .npz (``scipy.sparse.save_npz``, the non-zeros only) for sparse
+ones.
 
 The in-process run applies the same chunks or frames to the selector directly.
 Times cover the data only (stream creation, encoding of the bodies and
@@ -86,6 +87,41 @@ class RunResult:
     met: bool | None = None
 
 
+def run_result(
+    data: FeatureData | InstanceData,
+    algorithm: str,
+    mode: str,
+    params: dict[str, Any],
+    done: int,
+    seconds: float,
+    chosen: list[str],
+    **extra: Any,
+) -> RunResult:
+    """A RunResult of ``done`` items in ``seconds``; shape, rate and recall from the data."""
+    if isinstance(data, FeatureData):
+        kind, n, width, planned = "features", data.n, data.b, data.b
+    else:
+        kind, n, width, planned = "instances", data.spec.n, data.spec.d, data.spec.n
+    return RunResult(
+        data.spec.name,
+        algorithm,
+        mode,
+        kind,
+        n,
+        width,
+        done,
+        planned,
+        seconds,
+        done / seconds if seconds > 0 else (0.0 if done == 0 else float("inf")),
+        len(chosen),
+        data.recall(chosen) if chosen else 0.0,
+        params,
+        complete=done == planned,
+        selection=chosen,
+        **extra,
+    )
+
+
 class Deadline:
     """A time budget checked between chunks or frames."""
 
@@ -145,23 +181,7 @@ def features_in_process(
             break
     dt = time.perf_counter() - t0
     chosen = list(sel.selected())
-    return RunResult(
-        data.spec.name,
-        algorithm,
-        "in-process",
-        "features",
-        data.n,
-        data.b,
-        done,
-        data.b,
-        dt,
-        done / dt if dt > 0 else float("inf"),
-        len(chosen),
-        data.recall(chosen),
-        params,
-        complete=done == data.b,
-        selection=chosen,
-    )
+    return run_result(data, algorithm, "in-process", params, done, dt, chosen)
 
 
 def _npz(data: FeatureData, lo: int, hi: int) -> bytes:
@@ -280,25 +300,17 @@ def features_service(
             peak = server.peak_rss_bytes() if server is not None else None
         finally:
             c.delete(f"/v1/streams/{sid}")
-    return RunResult(
-        data.spec.name,
+    return run_result(
+        data,
         algorithm,
         "service",
-        "features",
-        data.n,
-        data.b,
-        done,
-        data.b,
-        dt,
-        done / dt if dt > 0 else float("inf"),
-        len(chosen),
-        data.recall(chosen),
         params,
-        complete=done == data.b,
+        done,
+        dt,
+        chosen,
         bytes_sent=sent,
         peak_rss_bytes=peak,
         rss_note=note,
-        selection=chosen,
     )
 
 
@@ -340,23 +352,7 @@ def instances_in_process(
         if deadline.passed():
             break
     chosen = list(sel.selected())
-    return RunResult(
-        data.spec.name,
-        algorithm,
-        "in-process",
-        "instances",
-        data.spec.n,
-        data.spec.d,
-        done,
-        data.spec.n,
-        elapsed,
-        done / elapsed if elapsed > 0 else float("inf"),
-        len(chosen),
-        data.recall(chosen),
-        params,
-        complete=done == data.spec.n,
-        selection=chosen,
-    )
+    return run_result(data, algorithm, "in-process", params, done, elapsed, chosen)
 
 
 def _frame_payload(data: InstanceData, lo: int, hi: int, supervised: bool) -> bytes:
@@ -464,25 +460,17 @@ def instances_service(
         finally:
             c.delete(f"/v1/streams/{sid}")
     done = bounds[acked - 1][1] if acked else 0
-    return RunResult(
-        data.spec.name,
+    return run_result(
+        data,
         algorithm,
         "service",
-        "instances",
-        data.spec.n,
-        data.spec.d,
-        done,
-        data.spec.n,
-        dt,
-        done / dt if dt > 0 else float("inf"),
-        len(chosen),
-        data.recall(chosen),
         params,
-        complete=done == data.spec.n,
+        done,
+        dt,
+        chosen,
         bytes_sent=sent_bytes[0],
         peak_rss_bytes=peak,
         rss_note=note,
-        selection=chosen,
     )
 
 
@@ -509,5 +497,6 @@ __all__ = [
     "features_service",
     "instances_in_process",
     "instances_service",
+    "run_result",
     "window_for",
 ]
