@@ -269,6 +269,11 @@ class AlphaInvestingState:
     features_accepted: int = 0
     features_rejected: int = 0
 
+    @property
+    def features_seen(self) -> int:
+        """Every arrival is tested (constant ones count too): the same number."""
+        return self.features_tested
+
 
 class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState]):
     """Streamwise regression with alpha-investing.
@@ -350,11 +355,7 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
     def status(self) -> dict[str, JSON]:
         s = self.state
         return {
-            "features_seen": s.features_tested,
-            "features_accepted": s.features_accepted,
-            "features_rejected": s.features_rejected,
-            "features_evicted": 0,
-            "selected_count": len(s.selected),
+            **self.counters(),
             "wealth": s.wealth,
             "features_tested": s.features_tested,
             "sse": s.sse,
