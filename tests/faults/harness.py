@@ -445,7 +445,36 @@ class _Abort(Exception):
     pass
 
 
-class FeatureProducer(threading.Thread):
+class _Producer(threading.Thread):
+    """A producer thread: its ``log``, a deadline, and failures recorded, not raised."""
+
+    def __init__(self, stream_id: str, name: str, total: int, deadline: float, pause: float):
+        super().__init__(name=f"producer-{name}", daemon=True)
+        self.stream_id = stream_id
+        self.deadline = deadline
+        self.pause = pause
+        self.log = ProducerLog(name, total)
+
+    def run(self) -> None:
+        log = self.log
+        try:
+            self._produce(time.monotonic() + self.deadline)
+        except _Abort:
+            pass
+        except Exception as exc:  # surfaced by the test
+            log.failures.append(f"{log.name}: {exc!r}")
+        finally:
+            log.done = True
+
+    def _produce(self, end: float) -> None:
+        raise NotImplementedError
+
+    def _fail(self, message: str) -> None:
+        self.log.failures.append(f"{self.log.name}: {message}")
+        raise _Abort
+
+
+class FeatureProducer(_Producer):
     """Posts its requests with seq 1, 2, ...; retries each until it is answered 200.
 
     Retried: connection failures (the server is down or was killed mid-request),
@@ -465,28 +494,15 @@ class FeatureProducer(threading.Thread):
         deadline: float = 90.0,
         pause: float = 0.02,
     ) -> None:
-        super().__init__(name=f"producer-{name}", daemon=True)
-        self.stream_id = stream_id
+        super().__init__(stream_id, name, len(requests), deadline, pause)
         self.requests = list(requests)
         self.route = route
-        self.deadline = deadline
-        self.pause = pause
-        self.log = ProducerLog(name, len(self.requests))
 
-    def run(self) -> None:
-        log = self.log
-        end = time.monotonic() + self.deadline
+    def _produce(self, end: float) -> None:
         path = f"/v1/streams/{self.stream_id}/features"
-        try:
-            with httpx.Client(timeout=20) as client:
-                for seq, request in enumerate(self.requests, 1):
-                    self._send(client, path, seq, request, end)
-        except _Abort:
-            pass
-        except Exception as exc:  # surfaced by the test
-            log.failures.append(f"{log.name}: {exc!r}")
-        finally:
-            log.done = True
+        with httpx.Client(timeout=20) as client:
+            for seq, request in enumerate(self.requests, 1):
+                self._send(client, path, seq, request, end)
 
     def _send(
         self, client: httpx.Client, path: str, seq: int, request: FeatureRequest, end: float
@@ -530,10 +546,6 @@ class FeatureProducer(threading.Thread):
                 continue
             self._fail(f"seq {seq}: unexpected {r.status_code} {r.text[:300]}")
 
-    def _fail(self, message: str) -> None:
-        self.log.failures.append(f"{self.log.name}: {message}")
-        raise _Abort
-
 
 def fixed_route(url: str) -> Callable[[], str]:
     """A producer's route to one server."""
@@ -553,7 +565,7 @@ def _problem_type(r: httpx.Response) -> str | None:
     return body.get("type") if isinstance(body, dict) else None
 
 
-class FrameProducer(threading.Thread):
+class FrameProducer(_Producer):
     """Streams binary .npy frames over the WebSocket, ``window`` unacknowledged at most.
 
     After a dropped connection (server killed) or a 1013 close (store
@@ -574,8 +586,7 @@ class FrameProducer(threading.Thread):
         pause: float = 0.02,
         interval: float = 0.0,
     ) -> None:
-        super().__init__(name=f"producer-{name}", daemon=True)
-        self.stream_id = stream_id
+        super().__init__(stream_id, name, len(frames), deadline, pause)
         self.payloads = [npy(f) for f in frames]
         # Frame k is first sent no sooner than (k - 1) * interval after the start, so a
         # fast selector's stream still lasts long enough for faults to land mid-stream.
@@ -584,35 +595,24 @@ class FrameProducer(threading.Thread):
         self._t0 = 0.0
         self.server = server
         self.window = window
-        self.deadline = deadline
-        self.pause = pause
-        self.log = ProducerLog(name, len(self.payloads))
 
-    def run(self) -> None:
+    def _produce(self, end: float) -> None:
         log = self.log
-        end = time.monotonic() + self.deadline
         self._t0 = time.monotonic()
-        try:
-            while log.last_ack < log.total:
-                if time.monotonic() > end:
-                    self._fail(f"frames acknowledged up to {log.last_ack} in {self.deadline}s")
-                url = self.server().ws_url(self.stream_id, producer=log.name, seq=log.last_ack + 1)
-                try:
-                    conn = connect(url, max_size=None, open_timeout=5, close_timeout=1)
-                except (OSError, TimeoutError, InvalidHandshake):
-                    log.refused_connections += 1
-                    time.sleep(self.pause)
-                    continue
-                with conn:
-                    self._session(conn)
-                if log.last_ack < log.total:
-                    time.sleep(self.pause)
-        except _Abort:
-            pass
-        except Exception as exc:  # surfaced by the test
-            log.failures.append(f"{log.name}: {exc!r}")
-        finally:
-            log.done = True
+        while log.last_ack < log.total:
+            if time.monotonic() > end:
+                self._fail(f"frames acknowledged up to {log.last_ack} in {self.deadline}s")
+            url = self.server().ws_url(self.stream_id, producer=log.name, seq=log.last_ack + 1)
+            try:
+                conn = connect(url, max_size=None, open_timeout=5, close_timeout=1)
+            except (OSError, TimeoutError, InvalidHandshake):
+                log.refused_connections += 1
+                time.sleep(self.pause)
+                continue
+            with conn:
+                self._session(conn)
+            if log.last_ack < log.total:
+                time.sleep(self.pause)
 
     def _session(self, conn: ClientConnection) -> None:
         log = self.log
@@ -656,10 +656,6 @@ class FrameProducer(threading.Thread):
             log.store_errors += 1
         else:
             self._fail(f"unexpected message {str(msg)[:300]}")
-
-    def _fail(self, message: str) -> None:
-        self.log.failures.append(f"{self.log.name}: {message}")
-        raise _Abort
 
 
 def _drain(conn: ClientConnection) -> list[str | bytes]:
