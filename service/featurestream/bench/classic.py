@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from featurestream.bench.runs import stream_frames
 from featurestream.bench.server import spawn_server
 from featurestream.selectors import REGISTRY
 from featurestream.selectors.base import FeatureSelector, InstanceSelector
@@ -230,7 +230,6 @@ def run_instances_ws(
 ) -> InstanceResult:
     """Stream every frame over one WebSocket, pipelined; time until the last ack."""
     import httpx
-    from websockets.sync.client import connect
 
     cls = REGISTRY[algorithm]
     assert issubclass(cls, InstanceSelector)
@@ -246,32 +245,8 @@ def run_instances_ws(
             json={"id": sid, "algorithm": algorithm, "params": params, "feature_names": data.names},
         )
         r.raise_for_status()
-        ws_url = url.replace("http://", "ws://", 1) + f"/v1/streams/{sid}/ws?producer=bench"
-        errors: list[BaseException] = []
-        with connect(ws_url, max_size=None, compression=None) as ws:
-            json.loads(ws.recv(timeout=30))  # the selection on connect
-
-            def send() -> None:
-                try:
-                    for p in payloads:
-                        ws.send(p)
-                except BaseException as exc:  # reported by the main thread
-                    errors.append(exc)
-
-            t0 = time.perf_counter()
-            sender = threading.Thread(target=send, daemon=True)
-            sender.start()
-            acked = 0
-            while acked < len(payloads):
-                msg = json.loads(ws.recv(timeout=120))
-                if msg["type"] == "ack":
-                    acked += 1
-                elif msg["type"] == "error":
-                    raise RuntimeError(f"frame {msg['seq']} refused: {msg['error']}")
-            dt = time.perf_counter() - t0
-            sender.join(10)
-        if errors:
-            raise RuntimeError(f"sending failed: {errors[0]!r}")
+        # One window of every frame: the whole stream pipelined, as before.
+        _, dt, _ = stream_frames(url, sid, payloads, window=max(1, len(payloads)))
         chosen = [f["name"] for f in c.get(f"/v1/streams/{sid}/selected").json()["features"]]
         c.delete(f"/v1/streams/{sid}")
     n, d = data.X.shape

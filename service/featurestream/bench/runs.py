@@ -21,7 +21,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -385,7 +385,6 @@ def instances_service(
 ) -> RunResult:
     """Every frame over one WebSocket, pipelined (``window`` unanswered); timed to the last ack."""
     import httpx
-    from websockets.sync.client import connect
 
     cls = REGISTRY[algorithm]
     assert issubclass(cls, InstanceSelector)
@@ -407,53 +406,7 @@ def instances_service(
         )
         try:
             note = _start_rss(server)
-            ws_url = url.replace("http://", "ws://", 1) + f"/v1/streams/{sid}/ws?producer=bench"
-            sent_count = [0]
-            sent_bytes = [0]
-            errors: list[BaseException] = []
-            finished = threading.Event()
-            # No client keepalive: a backpressured server legitimately leaves pings unread.
-            with connect(ws_url, max_size=None, compression=None, ping_interval=None) as ws:
-                json.loads(ws.recv(timeout=60))  # the selection on connect
-
-                def send() -> None:
-                    try:
-                        for p in payloads:
-                            # At most `window` frames unanswered, as the client
-                            # library does (its own `window`).
-                            window_left.acquire()
-                            ws.send(p)
-                            sent_bytes[0] += len(p)
-                            sent_count[0] += 1
-                            if deadline.passed():
-                                break
-                    except BaseException as exc:  # reported by the receiving thread
-                        errors.append(exc)
-                    finally:
-                        finished.set()
-
-                window_left = threading.Semaphore(window)
-                t0 = time.perf_counter()
-                sender = threading.Thread(target=send, daemon=True)
-                sender.start()
-                acked = 0
-                while True:
-                    if acked >= sent_count[0]:
-                        if finished.is_set() and acked >= sent_count[0]:
-                            break
-                        # Every frame sent so far is acknowledged: wait for the sender.
-                        finished.wait(0.002)
-                        continue
-                    msg = json.loads(ws.recv(timeout=600))
-                    if "ack" in msg:
-                        acked += 1
-                        window_left.release()
-                    elif "error" in msg:
-                        raise RuntimeError(f"frame {msg.get('seq')} refused: {msg['error']}")
-                dt = time.perf_counter() - t0
-                sender.join(10)
-            if errors:
-                raise RuntimeError(f"sending failed: {errors[0]!r}")
+            acked, dt, sent = stream_frames(url, sid, payloads, window, deadline)
             peak = server.peak_rss_bytes() if server is not None else None
             selected = _check(c.get(f"/v1/streams/{sid}/selected")).json()["features"]
             chosen = [f["name"] for f in selected]
@@ -468,10 +421,74 @@ def instances_service(
         done,
         dt,
         chosen,
-        bytes_sent=sent_bytes[0],
+        bytes_sent=sent,
         peak_rss_bytes=peak,
         rss_note=note,
     )
+
+
+def stream_frames(
+    url: str,
+    sid: str,
+    payloads: Sequence[bytes],
+    window: int = FRAME_WINDOW,
+    deadline: Deadline | None = None,
+) -> tuple[int, float, int]:
+    """Send binary frames over one WebSocket, pipelined; ``(acks, seconds, bytes sent)``.
+
+    At most ``window`` frames wait for their ack (as the client library's
+    ``window``); sending stops after the frame that passes ``deadline``. The
+    time runs from the first frame sent to the last ack. A refused frame
+    raises RuntimeError.
+    """
+    from websockets.sync.client import connect
+
+    ws_url = url.replace("http://", "ws://", 1) + f"/v1/streams/{sid}/ws?producer=bench"
+    sent_count = [0]
+    sent_bytes = [0]
+    errors: list[BaseException] = []
+    finished = threading.Event()
+    window_left = threading.Semaphore(window)
+    # No client keepalive: a backpressured server legitimately leaves pings unread.
+    with connect(ws_url, max_size=None, compression=None, ping_interval=None) as ws:
+        json.loads(ws.recv(timeout=60))  # the selection on connect
+
+        def send() -> None:
+            try:
+                for p in payloads:
+                    window_left.acquire()
+                    ws.send(p)
+                    sent_bytes[0] += len(p)
+                    sent_count[0] += 1
+                    if deadline is not None and deadline.passed():
+                        break
+            except BaseException as exc:  # reported by the receiving thread
+                errors.append(exc)
+            finally:
+                finished.set()
+
+        t0 = time.perf_counter()
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
+        acked = 0
+        while True:
+            if acked >= sent_count[0]:
+                if finished.is_set() and acked >= sent_count[0]:
+                    break
+                # Every frame sent so far is acknowledged: wait for the sender.
+                finished.wait(0.002)
+                continue
+            msg = json.loads(ws.recv(timeout=600))
+            if "ack" in msg:
+                acked += 1
+                window_left.release()
+            elif "error" in msg:
+                raise RuntimeError(f"frame {msg.get('seq')} refused: {msg['error']}")
+        dt = time.perf_counter() - t0
+        sender.join(10)
+    if errors:
+        raise RuntimeError(f"sending failed: {errors[0]!r}")
+    return acked, dt, sent_bytes[0]
 
 
 def compare(service: RunResult, reference: RunResult) -> None:
@@ -498,5 +515,6 @@ __all__ = [
     "instances_in_process",
     "instances_service",
     "run_result",
+    "stream_frames",
     "window_for",
 ]
