@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from featurestream.errors import InvalidInput, InvalidParameter
-from featurestream.stats.sparse import is_sparse
+from featurestream.stats.sparse import canonical_csr, is_sparse
 
 # Largest dense block (float64 elements, 128 MiB) a sparse batch is expanded to at once.
 _DENSE_BLOCK = 1 << 24
@@ -575,10 +575,7 @@ class InstanceSelector(Selector[P, S]):
         sparse = is_sparse(X)
         A: Any
         if sparse:
-            A = X.tocsr(copy=True).astype(np.float64)  # type: ignore[union-attr]
-            # Canonical rows: no explicit zeros, no duplicates, indices ascending.
-            A.eliminate_zeros()
-            A.sum_duplicates()
+            A = canonical_csr(X)
             values = A.data
         else:
             A = np.asarray(X, dtype=np.float64)

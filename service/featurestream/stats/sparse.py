@@ -32,6 +32,24 @@ BoolVector = npt.NDArray[np.bool_]
 _CHUNK_ELEMENTS = 1 << 22
 
 
+def canonical_csr(X: Any) -> Any:
+    """A float64 CSR copy of a scipy.sparse matrix in canonical form.
+
+    Duplicate entries summed, then explicit zeros removed (duplicates that
+    cancel leave none behind), indices ascending within each row: the form
+    depends only on the values, as a dense row's non-zeros do.
+
+    >>> import scipy.sparse as sp
+    >>> M = canonical_csr(sp.coo_matrix(([1.0, -1.0, 2.0], ([0, 0, 0], [1, 1, 0])), (1, 3)))
+    >>> M.indices.tolist(), M.data.tolist()
+    ([0], [2.0])
+    """
+    M = X.tocsr(copy=True).astype(np.float64)
+    M.sum_duplicates()  # also sorts the indices
+    M.eliminate_zeros()
+    return M
+
+
 def is_sparse(X: Any) -> bool:
     """True for scipy.sparse matrices and arrays (without importing scipy.sparse eagerly)."""
     return hasattr(X, "tocsr") and hasattr(X, "nnz")
@@ -75,10 +93,7 @@ class Columns:
     @classmethod
     def from_sparse(cls, X: Any) -> Columns:
         """From a scipy.sparse ``(b, n)`` matrix in any format."""
-        M = X.tocsr(copy=True).astype(np.float64)
-        M.eliminate_zeros()
-        M.sort_indices()
-        M.sum_duplicates()
+        M = canonical_csr(X)
         return cls(
             int(M.shape[1]),
             np.asarray(M.indptr, dtype=np.int64),
@@ -269,4 +284,4 @@ def unit_vector(y: npt.ArrayLike) -> tuple[Vector, float]:
     return u, float(u.sum())
 
 
-__all__ = ["Columns", "is_sparse", "unit_vector"]
+__all__ = ["Columns", "canonical_csr", "is_sparse", "unit_vector"]
