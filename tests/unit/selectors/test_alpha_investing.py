@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 from pathlib import Path
@@ -13,7 +12,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from featurestream import codec
 from featurestream.errors import InvalidParameter
 from featurestream.selectors import REGISTRY, Reason, alpha_investing
 from featurestream.selectors.alpha_investing import (
@@ -21,6 +19,7 @@ from featurestream.selectors.alpha_investing import (
     AlphaInvestingParams,
     span_tolerance,
 )
+from tests.unit.selectors.common import assert_round_trip_and_replay, blob
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 Y6 = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
@@ -36,10 +35,6 @@ def _registered():
 
 def start(y, **params):
     return AlphaInvesting.start(AlphaInvestingParams(**params), y)
-
-
-def blob(sel):
-    return codec.encode(sel.name, sel.params.to_dict(), sel.state)
 
 
 # --------------------------------------------------------------------------- conformance
@@ -268,20 +263,7 @@ def test_alpha_investing_codec_round_trip_and_replay(y, cols, p, data):
     X = with_repeats(cols, data)
     names = [f"f{k}" for k in range(len(X))]
     cuts = sorted(data.draw(st.lists(st.integers(0, len(X)), max_size=3)))
-    bounds = [0, *cuts, len(X)]
-    sel = start(y, **p)
-    for a, b in itertools.pairwise(bounds):
-        sel.learn_features(names[a:b], X[a:b])
-    raw = blob(sel)
-    back = codec.decode(raw)
-    assert back.selector == "alpha_investing"
-    resumed = AlphaInvesting.resume(AlphaInvestingParams(**back.params), back.state)
-    assert blob(resumed) == raw
-    # Replay of the same arrivals and batch boundaries into a fresh selector.
-    again = start(y, **p)
-    for a, b in itertools.pairwise(bounds):
-        again.learn_features(names[a:b], X[a:b])
-    assert blob(again) == raw
+    assert_round_trip_and_replay(lambda: start(y, **p), names, X, [0, *cuts, len(X)])
 
 
 @given(y=arrays(np.float64, N, elements=values), cols=columns, p=params, data=st.data())

@@ -17,6 +17,7 @@ import featurestream.selectors
 from featurestream import codec
 from featurestream.errors import InvalidInput, InvalidParameter
 from featurestream.selectors.fsds import FSDS, FSDSParams, FSDSState, fsds_scores, sketch_step
+from tests.unit.selectors.common import blob
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 
@@ -29,10 +30,6 @@ def _registered(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def start(d: int, **params: object) -> FSDS:
     return FSDS.start(FSDSParams.from_mapping(params), [f"x{i}" for i in range(d)])
-
-
-def blob(sel: FSDS) -> bytes:
-    return codec.encode(FSDS.name, sel.params.to_dict(), sel.snapshot())
 
 
 def gram(sel: FSDS) -> np.ndarray:

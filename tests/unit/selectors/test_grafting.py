@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -12,10 +11,10 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy.optimize import minimize
 
-from featurestream import codec
 from featurestream.errors import InvalidInput, InvalidParameter
 from featurestream.selectors import REGISTRY, Reason
 from featurestream.selectors.grafting import Grafting, GraftingParams, _weakest
+from tests.unit.selectors.common import assert_round_trip_and_replay, blob
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -28,10 +27,6 @@ def _registered():
 
 def start(y, **params):
     return Grafting.start(GraftingParams(**params), y)
-
-
-def blob(sel):
-    return codec.encode(sel.name, sel.params.to_dict(), sel.state)
 
 
 # --------------------------------------------------------------------------- hand-checked
@@ -311,16 +306,4 @@ def test_grafting_codec_round_trip_and_replay(cols, p, data):
     X = np.array(cols)
     names = [f"f{k}" for k in range(len(X))]
     cuts = sorted(data.draw(st.lists(st.integers(0, len(X)), max_size=3)))
-    bounds = [0, *cuts, len(X)]
-    sel = start(y, **p)
-    for a, b in itertools.pairwise(bounds):
-        sel.learn_features(names[a:b], X[a:b])
-    raw = blob(sel)
-    back = codec.decode(raw)
-    assert back.selector == "grafting"
-    resumed = Grafting.resume(GraftingParams(**back.params), back.state)
-    assert blob(resumed) == raw
-    again = start(y, **p)
-    for a, b in itertools.pairwise(bounds):
-        again.learn_features(names[a:b], X[a:b])
-    assert blob(again) == raw
+    assert_round_trip_and_replay(lambda: start(y, **p), names, X, [0, *cuts, len(X)])

@@ -36,6 +36,7 @@ from featurestream.selectors.group_saola import GroupSAOLA, GroupSAOLAParams
 from featurestream.stats.columns import row_dots, standardize_rows
 from featurestream.stats.entropy import symmetrical_uncertainty
 from featurestream.stats.fisher_z import fisher_z_independent
+from tests.unit.selectors.common import blob
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 
@@ -66,10 +67,6 @@ def outcome(decisions: Sequence[Decision]) -> list[tuple[Any, ...]]:
         (d.feature, d.accepted, d.reason and d.reason.value, d.by, [e.feature for e in d.evicted])
         for d in decisions
     ]
-
-
-def blob(sel: GroupSAOLA) -> bytes:
-    return codec.encode(sel.name, sel.params.to_dict(), sel.state)
 
 
 # --------------------------------------------------------------------------- hand-checked

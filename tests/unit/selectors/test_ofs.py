@@ -17,6 +17,7 @@ import featurestream.selectors
 from featurestream import codec
 from featurestream.errors import InvalidInput, InvalidParameter
 from featurestream.selectors.ofs import OFS, OFSParams, OFSState, truncate
+from tests.unit.selectors.common import blob
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 NAMES3 = ["a", "b", "c"]
@@ -30,10 +31,6 @@ def _registered(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def start(d: int = 3, **params: object) -> OFS:
     return OFS.start(OFSParams.from_mapping(params), [f"x{i}" for i in range(d)])
-
-
-def blob(sel: OFS) -> bytes:
-    return codec.encode(OFS.name, sel.params.to_dict(), sel.snapshot())
 
 
 # --------------------------------------------------------------------------- params
