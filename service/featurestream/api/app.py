@@ -126,6 +126,8 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
     problems.install(app)
     for module in (streams, features, instances, selection, ws, ops):
         app.include_router(module.router)
+    # Innermost: the polled read, answered ahead of the router (routes/selection.py).
+    app.add_middleware(selection.SelectionReads, route=selection.selected_route())
     app.add_middleware(
         BodyLimitMiddleware, limit=settings.max_request_bytes, timeout=settings.body_timeout
     )
