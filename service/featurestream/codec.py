@@ -50,6 +50,8 @@ def encode(selector_name: str, params: Mapping[str, Any], state: Any) -> bytes:
             arrays.append(value)
             return {"$a": len(arrays) - 1}
         if isinstance(value, (tuple, list)):
+            if all(type(v) is str for v in value):
+                return list(value)  # names: the common long sequence, taken as it is
             return [enc(v) for v in value]
         if isinstance(value, Mapping):
             return {"$m": {str(k): enc(v) for k, v in value.items()}}

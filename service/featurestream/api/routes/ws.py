@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 from fastapi import APIRouter, WebSocket
 from numpy.lib import format as npy_format
 from pydantic import ValidationError
@@ -122,22 +123,21 @@ def answer(result: FrameResult) -> str:
     (``version``, ``seq``, ``instances_seen``, ...), so a frame applied through
     HTTP is acknowledged like one sent here, and a replay is byte-identical.
     """
-    doc = json.loads(result.body)
+    # orjson on the per-frame path: these documents hold only ints, strings and lists.
+    doc = orjson.loads(result.body)
     if doc.get("type") == "error":
         return result.body.decode()
-    return _text(
+    return orjson.dumps(
         {
             "type": "ack",
             "ack": result.seq,
             "version": doc["version"],
             "instances_seen": doc["instances_seen"],
         }
-    )
+    ).decode()
 
 
-def selection_message(raw: bytes) -> tuple[int, str]:
-    """(version, message) for a stored selection JSON (``GET /selected``'s body)."""
-    doc = json.loads(raw)
+def _selection_text(doc: dict[str, Any]) -> str:
     features = doc["features"]
     message = {
         "type": "selection",
@@ -145,7 +145,8 @@ def selection_message(raw: bytes) -> tuple[int, str]:
         "version": doc["version"],
         "features": features,
     }
-    return int(doc["version"]), _text(message)
+    # The stored selection was written by orjson (non-finite scores already null).
+    return orjson.dumps(message).decode()
 
 
 @dataclass
@@ -446,12 +447,13 @@ class Session:
             await self._forward_selection_locked(raw)
 
     async def _forward_selection_locked(self, raw: bytes) -> None:
-        version, message = selection_message(raw)
+        doc = orjson.loads(raw)
+        version = int(doc["version"])
         # Notifications can arrive late or twice (our own commits, a resync): only newer ones.
         if version <= self._last_selection:
             return
         self._last_selection = version
-        await self._send_locked(message)
+        await self._send_locked(_selection_text(doc))
 
     async def _send(self, text: str) -> None:
         async with self._send_lock:
@@ -611,5 +613,4 @@ __all__ = [
     "answer",
     "render_error",
     "router",
-    "selection_message",
 ]
