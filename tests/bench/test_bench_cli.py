@@ -167,3 +167,4 @@ def test_latency_reads_on_schedule_while_a_writer_streams(
     assert 0 < out["p50_ms"] <= out["p90_ms"] <= out["p99_ms"] <= out["max_ms"]
     # The writer was streaming all along: its rate is near the pace asked for.
     assert out["write_rate"] == 2000 and 500 < out["writer_instances_per_second"] < 2600
+    assert out["steal_percent"] is None or 0.0 <= out["steal_percent"] <= 100.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -68,3 +69,18 @@ async def test_scheduled_reads_count_what_is_not_ok() -> None:
     assert len(latencies) == len(service) == 4 and not_ok == 1
     assert all(s <= lat for s, lat in zip(service, latencies, strict=True))
     assert all(r.startswith(b"GET /p HTTP/1.1\r\nHost: 127.0.0.1:") for r in seen)
+
+
+def test_cpu_times_and_the_steal_share() -> None:
+    from featurestream.bench.latency import cpu_times, steal_percent
+
+    first = cpu_times()
+    if first is None:  # no /proc/stat (not Linux): the share is reported as None
+        assert steal_percent(None, None) is None
+        return
+    time.sleep(0.05)
+    second = cpu_times()
+    assert second is not None and 0 <= first[0] <= first[1] <= second[1]
+    share = steal_percent(first, second)
+    assert share is None or 0.0 <= share <= 100.0
+    assert steal_percent(second, first) is None  # readings out of order give no share

@@ -48,6 +48,34 @@ class LatencyResult:
     not_ok: int
     write_rate: float  # asked for (0: as fast as the server acknowledges)
     writer_instances_per_second: float
+    # Share of the machine's CPU time the hypervisor gave to other guests during the
+    # reads (Linux /proc/stat "steal"; None elsewhere): tails grow with it.
+    steal_percent: float | None = None
+
+
+def cpu_times() -> tuple[int, int] | None:
+    """(steal, total) clock ticks of all CPUs since boot, from /proc/stat; None without it."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            fields = fh.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu" or len(fields) < 9:
+        return None
+    # user nice system idle iowait irq softirq steal [guest guest_nice, inside user]
+    ticks = [int(v) for v in fields[1:9]]
+    return ticks[7], sum(ticks)
+
+
+def steal_percent(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """The steal share of the CPU time between two :func:`cpu_times` readings.
+
+    >>> steal_percent((10, 1000), (60, 2000))
+    5.0
+    """
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return 100.0 * (after[0] - before[0]) / (after[1] - before[1])
 
 
 def _frames(count: int, seed: int = 0) -> list[bytes]:
@@ -109,6 +137,9 @@ def _writer(
                 raise RuntimeError(f"frame refused: {msg['error']}")
 
 
+_IDLE_SECONDS = 2.0
+
+
 class _Connection:
     """One keep-alive HTTP/1.1 connection that sends a GET and reads its whole response.
 
@@ -122,6 +153,7 @@ class _Connection:
         self.reader = reader
         self.writer = writer
         self.reusable = True  # until the server says it closes the connection
+        self.used = time.perf_counter()
 
     @classmethod
     async def open(cls, host: str, port: int) -> _Connection:
@@ -169,12 +201,20 @@ async def _read(
     idle: list[_Connection] = []
     opened: list[_Connection] = []
 
-    async def one(due: float) -> None:
-        if idle:
+    async def connection() -> _Connection:
+        # Most recently used first; one idle for a while may have been closed by the
+        # server (uvicorn keeps an idle connection 5 s): let it go, open a new one.
+        while idle:
             conn = idle.pop()
-        else:
-            conn = await _Connection.open(host, port)
-            opened.append(conn)
+            if time.perf_counter() - conn.used < _IDLE_SECONDS:
+                return conn
+            conn.close()
+        conn = await _Connection.open(host, port)
+        opened.append(conn)
+        return conn
+
+    async def one(due: float) -> None:
+        conn = await connection()
         sent = time.perf_counter()
         try:
             status = await conn.get(request)
@@ -182,6 +222,7 @@ async def _read(
             status = 0
             conn.close()
         else:
+            conn.used = time.perf_counter()
             if conn.reusable:
                 idle.append(conn)
             else:
@@ -249,11 +290,13 @@ def measure(
                 time.sleep(0.01)
             time.sleep(warmup)
             written0 = counter.value
+            ticks = cpu_times()
             start = time.perf_counter()
             latencies, service, not_ok = asyncio.run(
                 _read(url, f"/v1/streams/{sid}/selected", rate, seconds)
             )
             elapsed = time.perf_counter() - start
+            stolen = steal_percent(ticks, cpu_times())
             written = counter.value - written0
         finally:
             stop.set()
@@ -276,6 +319,7 @@ def measure(
         not_ok=not_ok,
         write_rate=write_rate,
         writer_instances_per_second=written / elapsed,
+        steal_percent=stolen,
     )
 
 
@@ -291,6 +335,11 @@ def report(result: LatencyResult, as_json: bool) -> str:
         f"p99 {result.p99_ms:.2f}  max {result.max_ms:.2f}\n"
         f"  p99 from the actual send (the reader's own lateness left out): "
         f"{result.p99_from_send_ms:.2f}"
+        + (
+            ""
+            if result.steal_percent is None
+            else f"\n  CPU time stolen by the hypervisor meanwhile: {result.steal_percent:.1f}%"
+        )
     )
 
 
