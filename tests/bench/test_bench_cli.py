@@ -168,3 +168,20 @@ def test_latency_reads_on_schedule_while_a_writer_streams(
     # The writer was streaming all along: its rate is near the pace asked for.
     assert out["write_rate"] == 2000 and 500 < out["writer_instances_per_second"] < 2600
     assert out["steal_percent"] is None or 0.0 <= out["steal_percent"] <= 100.0
+
+
+def test_latency_runs_repeat_on_one_server_and_report_the_spread_of_p99(
+    live_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["latency", "--url", live_url, "--seconds", "0.5", "--rate", "40"]
+    assert main([*argv, "--write-rate", "1000", "--repeat", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["reads"] for r in out["runs"]] == [20, 20]
+    p99 = sorted(r["p99_ms"] for r in out["runs"])
+    assert out["p99_ms_median"] == pytest.approx((p99[0] + p99[1]) / 2)
+    assert main([*argv, "--write-rate", "1000", "--repeat", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "run 1: GET /selected" in text and "run 2: GET /selected" in text
+    assert "p99 over 2 runs: min" in text
+    with pytest.raises(SystemExit):
+        main([*argv, "--repeat", "0"])

@@ -155,7 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", default="docs/img/scaling.png", help="scaling: PNG path")
     p.add_argument("--columns", type=int, default=5000, help="single-run features: columns")
     p.add_argument("--rows", type=int, default=400, help="single-run features: rows")
-    p.add_argument("--repeat", type=int, default=3, help="single-run modes: repetitions")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        help="single-run modes: repetitions (default 3); latency: runs, one server "
+        "(default 1; with more, the spread of p99 is printed too)",
+    )
     p.add_argument(
         "--store",
         help=f"store of the spawned server (suite: {DEFAULT_REDIS}; single-run: memory://)",
@@ -215,6 +220,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in args.dataset or []:
         if name != "all" and name not in DATASETS:
             parser.error(f"unknown dataset {name!r}; expected one of {list(DATASETS)}")
+    if args.repeat is None:
+        args.repeat = 1 if latency_cmd else 3
+    elif args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     if latency_cmd:
         return _main_latency(args)
     if scaling_cmd or args.scaling:
@@ -232,13 +241,20 @@ def _main_latency(args: argparse.Namespace) -> int:
     from featurestream.bench import latency
 
     store = args.store or DEFAULT_REDIS
+
+    def runs(url: str, label: str) -> list[latency.LatencyResult]:
+        return [
+            latency.measure(url, label, args.rate, args.seconds, args.write_rate)
+            for _ in range(args.repeat)
+        ]
+
     if args.url:
-        result = latency.measure(args.url, "given server", args.rate, args.seconds, args.write_rate)
+        results = runs(args.url, "given server")
     else:
         threads = args.server_blas_threads if args.server_blas_threads is not None else 1
         with spawn_server(store, blas_threads=threads if threads > 0 else None) as server:
-            result = latency.measure(server.url, store, args.rate, args.seconds, args.write_rate)
-    print(latency.report(result, args.json is not None))
+            results = runs(server.url, store)
+    print(latency.report_runs(results, args.json is not None))
     return 0
 
 

@@ -355,4 +355,20 @@ def report(result: LatencyResult, as_json: bool) -> str:
     )
 
 
-__all__ = ["LatencyResult", "measure", "report"]
+def report_runs(results: list[LatencyResult], as_json: bool) -> str:
+    """One run as :func:`report`; several, each, then the spread of their p99."""
+    if len(results) == 1:
+        return report(results[0], as_json)
+    p99 = sorted(r.p99_ms for r in results)
+    median = float(np.median(p99))
+    if as_json:
+        doc = {"runs": [asdict(r) for r in results], "p99_ms_median": median}
+        return json.dumps(doc, indent=2)
+    lines = [f"run {i}: {report(r, False)}" for i, r in enumerate(results, start=1)]
+    lines.append(
+        f"p99 over {len(results)} runs: min {p99[0]:.2f}  median {median:.2f}  max {p99[-1]:.2f} ms"
+    )
+    return "\n".join(lines)
+
+
+__all__ = ["LatencyResult", "measure", "report", "report_runs"]
