@@ -60,6 +60,11 @@ async def test_a_response_without_a_length_is_refused() -> None:
         conn.close()
 
 
+async def test_only_plain_http_is_read() -> None:
+    with pytest.raises(ValueError, match="plain HTTP"):
+        await _read("https://127.0.0.1:1", "/p", 10, 0.1)
+
+
 async def test_scheduled_reads_count_what_is_not_ok() -> None:
     ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"
     bad = b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n"

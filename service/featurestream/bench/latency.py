@@ -204,6 +204,8 @@ async def _read(
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
+    if parts.scheme != "http":
+        raise ValueError(f"The latency reader speaks plain HTTP to the server; got {url!r}.")
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     request = f"GET {path} HTTP/1.1\r\nHost: {parts.netloc}\r\n\r\n".encode()
     latencies: list[float] = []
