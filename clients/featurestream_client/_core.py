@@ -15,6 +15,7 @@ import json
 import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -40,6 +41,7 @@ from featurestream_client.models import (
 
 T = TypeVar("T")
 R = TypeVar("R")
+C = TypeVar("C")
 
 #: A sequence number no producer reaches: a write with it is refused as a gap,
 #: and the refusal names the producer's next expected seq (nothing is applied).
@@ -317,13 +319,13 @@ class StreamCore:
             chunk_bytes or self.chunking.bytes,
             self.chunking.header_bytes,
         )
-        bodies = [
-            lambda seq, c=chunk: _data.features_body(cols, c, self.producer.name, seq)
-            for chunk in chunks
-        ]
         return (
             yield from self._post_chunks(
-                "/features", bodies, FeaturesResult.from_json, FeaturesResult.combine
+                "/features",
+                chunks,
+                lambda c, seq: _data.features_body(cols, c, self.producer.name, seq),
+                FeaturesResult.from_json,
+                FeaturesResult.combine,
             )
         )
 
@@ -342,12 +344,13 @@ class StreamCore:
         plan = _data.plan_groups(
             parsed, chunk_columns or self.chunking.columns, chunk_bytes or self.chunking.bytes
         )
-        bodies = [
-            lambda seq, b=batch: _data.groups_body(b, self.producer.name, seq) for batch in plan
-        ]
         return (
             yield from self._post_chunks(
-                "/groups", bodies, FeaturesResult.from_json, FeaturesResult.combine
+                "/groups",
+                plan,
+                lambda b, seq: _data.groups_body(b, self.producer.name, seq),
+                FeaturesResult.from_json,
+                FeaturesResult.combine,
             )
         )
 
@@ -377,42 +380,43 @@ class StreamCore:
             chunk_bytes or self.chunking.bytes,
             getattr(data.X, "nnz", None),
         )
-        bodies = [
-            lambda seq, c=chunk: _data.instances_body(data, c, self.producer.name, seq)
-            for chunk in chunks
-        ]
         return (
             yield from self._post_chunks(
-                "/instances", bodies, InstancesResult.from_json, InstancesResult.combine
+                "/instances",
+                chunks,
+                lambda c, seq: _data.instances_body(data, c, self.producer.name, seq),
+                InstancesResult.from_json,
+                InstancesResult.combine,
             )
         )
 
     def _post_chunks(
         self,
         suffix: str,
-        bodies: Sequence[Callable[[int], Any]],
+        chunks: Sequence[C],
+        body_of: Callable[[C, int], Any],
         parse: Callable[[Mapping[str, Any], bool], R],
         combine: Callable[[Sequence[R]], R],
     ) -> Op[R]:
-        """POST each body (built for its seq) in order and combine the results.
+        """POST each chunk in order (its body built for its seq) and combine the results.
 
         A failure carries what the chunks before it did as ``exc.partial``.
         """
         path = stream_path(self.id, suffix)
         parts: list[R] = []
-        for make in bodies:
-
-            def build(seq: int, make: Callable[[int], Any] = make) -> Call:
-                body = make(seq)
-                return Call("POST", path, content=body.content, headers=body.headers)
-
+        for chunk in chunks:
             try:
-                reply = yield from self.write_op(build)
+                reply = yield from self.write_op(partial(_post_call, path, body_of, chunk))
             except FeatureStreamError as exc:
                 exc.partial = combine(parts)
                 raise
             parts.append(parse(reply.json(), reply.replayed))
         return combine(parts)
+
+
+def _post_call(path: str, body_of: Callable[[C, int], Any], chunk: C, seq: int) -> Call:
+    body = body_of(chunk, seq)
+    return Call("POST", path, content=body.content, headers=body.headers)
 
 
 def parse_problem(status: int, content: bytes) -> dict[str, Any]:
