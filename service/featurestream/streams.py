@@ -128,13 +128,15 @@ class WriteResult:
 class Frame:
     """One frame of instances from a connection, numbered ``seq`` by it.
 
-    ``error`` is set for a frame refused before reaching the engine (it could
-    not be decoded): it changes no state but uses up its seq.
+    ``X`` and ``y`` are as decoded (float32 frames stay float32: the selector
+    converts them in the worker thread). ``error`` is set for a frame refused
+    before reaching the engine (it could not be decoded): it changes no state
+    but uses up its seq.
     """
 
     seq: int
-    X: npt.NDArray[np.float64] | None = None
-    y: npt.NDArray[np.float64] | None = None
+    X: npt.NDArray[np.floating[Any]] | None = None
+    y: npt.NDArray[np.floating[Any]] | None = None
     error: FeatureStreamError | None = None
 
 

@@ -174,6 +174,13 @@ BAD_FRAMES: list[tuple[str, Any, str]] = [
     ("npz of the wrong width", npz(np.ones((2, D))), "invalid-input"),
     ("npz with a NaN", npz(np.full((1, D + 1), np.nan)), "invalid-input"),
     ("npz with a bad label", npz(np.column_stack([np.ones((1, D)), [3.0]])), "invalid-input"),
+    ("float32 npy with a NaN", np.full((1, D + 1), np.nan, dtype=np.float32), "invalid-input"),
+    (
+        "float32 npy with a bad label",
+        np.column_stack([np.ones((1, D)), [3.0]]).astype(np.float32),
+        "invalid-input",
+    ),
+    ("float32 npy of the wrong width", np.ones((2, D), dtype=np.float32), "invalid-input"),
 ]
 
 
@@ -266,6 +273,26 @@ def test_npy_frames_of_any_numeric_layout_are_read_alike(client: TestClient) -> 
             acks, _ = collect(ws, 3)
         assert [m["type"] for m in acks] == ["ack"] * 3
     assert state_blob(client, "a") == state_blob(client, "b")
+
+
+def test_float32_frames_decide_as_their_values_in_float64(client: TestClient) -> None:
+    # float32 .npy frames are read without a copy and widened by the selector; the
+    # decisions are those of the same values sent as float64.
+    create(client, "f32")
+    X, y = data(25, seed=5)
+    A = np.column_stack([X, y]).astype(np.float32)
+    frames = [A[:10], A[10:20], A[20], A[21:]]  # one single-instance (1-d) frame
+    with connect(client, "f32") as ws:
+        first_selection(ws)
+        for frame in frames:
+            ws.send_bytes(npy(frame))
+        acks, _ = collect(ws, len(frames))
+    assert [a["type"] for a in acks] == ["ack"] * 4 and acks[-1]["instances_seen"] == 25
+    wide = A.astype(np.float64)
+    reference = [(wide[:10, :-1], wide[:10, -1]), (wide[10:20, :-1], wide[10:20, -1])]
+    reference += [(wide[20:21, :-1], wide[20:21, -1]), (wide[21:, :-1], wide[21:, -1])]
+    assert state_blob(client, "f32") == ofs_reference(reference)
+    assert wide[:, :-1].tobytes() != X.tobytes()  # the float32 rounding is visible
 
 
 def test_a_seq_gap_is_an_error_then_close_1008(client: TestClient) -> None:

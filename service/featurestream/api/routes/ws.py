@@ -475,18 +475,20 @@ class Session:
             await self.ws.close(code, reason)
 
 
-def npy_view(data: bytes) -> npt.NDArray[np.float64] | None:
-    """A little-endian float64 (or float32) C-order .npy of 1 or 2 dimensions.
+def npy_view(data: bytes) -> npt.NDArray[np.floating[Any]] | None:
+    """A little-endian float64 or float32 C-order .npy of 1 or 2 dimensions.
 
-    The common frames, read straight from ``data`` (float64 without a copy);
-    None for anything else (the general reader then converts or refuses it).
+    The common frames, read straight from ``data`` without a copy; None for
+    anything else (the general reader then converts or refuses it). A float32
+    view stays float32 here: the selector converts it to float64 in the worker
+    thread that applies the frame, not on the event loop that serves reads.
     """
     # A producer sends frames of one shape: their headers repeat byte for byte, so
     # the parsed header is kept (numpy parses it with ast.literal_eval each time).
     # Version 1.0: 6 magic bytes, 2 version bytes, a 2-byte header length.
     if len(data) < 10 or data[6:8] != b"\x01\x00":
         found = _npy_view_parsed(data)
-        return None if found is None else _as_float64(found[0])
+        return None if found is None else found[0]
     end = 10 + int.from_bytes(data[8:10], "little")
     key = data[:end]
     parsed = _HEADERS.get(key)
@@ -497,21 +499,17 @@ def npy_view(data: bytes) -> npt.NDArray[np.float64] | None:
         view, dtype = found
         if len(_HEADERS) < 256:
             _HEADERS[key] = (view.shape, end, dtype)
-        return _as_float64(view)
+        return view
     shape, offset, dtype = parsed
     count = int(np.prod(shape))
     if len(data) < offset + dtype.itemsize * count:
         return None
-    return _as_float64(np.frombuffer(data, dtype=dtype, count=count, offset=offset).reshape(shape))
+    return np.frombuffer(data, dtype=dtype, count=count, offset=offset).reshape(shape)
 
 
 _HEADERS: dict[bytes, tuple[tuple[int, ...], int, np.dtype[Any]]] = {}
-# Little-endian floats are read straight from the frame (float32 converted once).
+# Little-endian floats are read straight from the frame.
 _FAST_DTYPES = (np.dtype("<f8"), np.dtype("<f4"))
-
-
-def _as_float64(view: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
-    return view if view.dtype == np.float64 else view.astype(np.float64)
 
 
 def _npy_view_parsed(data: bytes) -> tuple[npt.NDArray[Any], np.dtype[Any]] | None:
