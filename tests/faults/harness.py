@@ -446,17 +446,38 @@ class _Abort(Exception):
 
 
 class _Producer(threading.Thread):
-    """A producer thread: its ``log``, a deadline, and failures recorded, not raised."""
+    """A producer thread: its ``log``, a deadline, and failures recorded, not raised.
 
-    def __init__(self, stream_id: str, name: str, total: int, deadline: float, pause: float):
+    Update k is first sent no sooner than (k - 1) * ``interval`` after the start,
+    so that the stream of a fast selector on a fast machine still lasts long
+    enough for faults to land in the middle of it.
+    """
+
+    def __init__(
+        self,
+        stream_id: str,
+        name: str,
+        total: int,
+        deadline: float,
+        pause: float,
+        interval: float,
+    ):
         super().__init__(name=f"producer-{name}", daemon=True)
         self.stream_id = stream_id
         self.deadline = deadline
         self.pause = pause
+        self.interval = interval
+        self._t0 = 0.0
         self.log = ProducerLog(name, total)
+
+    def _pace(self, k: int) -> None:
+        wait = self._t0 + (k - 1) * self.interval - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
 
     def run(self) -> None:
         log = self.log
+        self._t0 = time.monotonic()
         try:
             self._produce(time.monotonic() + self.deadline)
         except _Abort:
@@ -493,8 +514,9 @@ class FeatureProducer(_Producer):
         *,
         deadline: float = 90.0,
         pause: float = 0.02,
+        interval: float = 0.0,
     ) -> None:
-        super().__init__(stream_id, name, len(requests), deadline, pause)
+        super().__init__(stream_id, name, len(requests), deadline, pause, interval)
         self.requests = list(requests)
         self.route = route
 
@@ -502,6 +524,7 @@ class FeatureProducer(_Producer):
         path = f"/v1/streams/{self.stream_id}/features"
         with httpx.Client(timeout=20) as client:
             for seq, request in enumerate(self.requests, 1):
+                self._pace(seq)
                 self._send(client, path, seq, request, end)
 
     def _send(
@@ -586,19 +609,14 @@ class FrameProducer(_Producer):
         pause: float = 0.02,
         interval: float = 0.0,
     ) -> None:
-        super().__init__(stream_id, name, len(frames), deadline, pause)
+        super().__init__(stream_id, name, len(frames), deadline, pause, interval)
         self.payloads = [npy(f) for f in frames]
-        # Frame k is first sent no sooner than (k - 1) * interval after the start, so a
-        # fast selector's stream still lasts long enough for faults to land mid-stream.
-        self.interval = interval
-        self._first_sent = 0
-        self._t0 = 0.0
+        self._first_sent = 0  # frames sent once: resends after a reconnect are not paced
         self.server = server
         self.window = window
 
     def _produce(self, end: float) -> None:
         log = self.log
-        self._t0 = time.monotonic()
         while log.last_ack < log.total:
             if time.monotonic() > end:
                 self._fail(f"frames acknowledged up to {log.last_ack} in {self.deadline}s")
@@ -621,9 +639,7 @@ class FrameProducer(_Producer):
             while log.last_ack < log.total:
                 while next_send <= log.total and next_send - log.last_ack <= self.window:
                     if next_send > self._first_sent:
-                        wait = self._t0 + (next_send - 1) * self.interval - time.monotonic()
-                        if wait > 0:
-                            time.sleep(wait)
+                        self._pace(next_send)
                         self._first_sent = next_send
                     conn.send(self.payloads[next_send - 1])
                     log.sent += 1
@@ -1044,7 +1060,9 @@ def run_scenario(
     producer: FeatureProducer | FrameProducer
     if isinstance(workload, FeatureWorkload):
         requests = workload.requests[producer_name]
-        producer = FeatureProducer(stream_id, producer_name, requests, lambda: service.url)
+        producer = FeatureProducer(
+            stream_id, producer_name, requests, lambda: service.url, interval=0.01
+        )
     else:
         producer = FrameProducer(
             stream_id, producer_name, workload.frames, lambda: service.current, interval=0.002

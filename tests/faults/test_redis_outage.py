@@ -81,8 +81,11 @@ def test_redis_stopped_during_a_run_the_http_client_completes_by_itself(
     outage.start()
     path = f"{server.url}/v1/streams/o/features"
     # The client: send each seq until it is answered 200; on 503 wait as told (capped).
+    # Seq k goes no sooner than (k - 1) * 10 ms after the start, so Redis stops mid-run.
+    start = time.monotonic()
     with httpx.Client(timeout=30) as c:
         for seq, request in enumerate(workload.requests["p"], 1):
+            time.sleep(max(0.0, start + (seq - 1) * 0.01 - time.monotonic()))
             while True:
                 r = c.post(path, **request.http("p", seq))
                 log.sent += 1
@@ -116,7 +119,8 @@ def test_redis_stopped_during_a_run_the_websocket_producer_resumes_by_itself(
     server = processes.server(store.url, key_prefix).start()
     workload = instance_workload(501, "ofs", frames=400)
     create_stream(server.url, workload, "w")
-    producer = FrameProducer("w", "p", workload.frames, lambda: server)
+    # Paced (at least 2 s for the 400 frames) so Redis stops with most of them unsent.
+    producer = FrameProducer("w", "p", workload.frames, lambda: server, interval=0.005)
     outage = Outage(store, lambda: producer.log.last_ack, after=50, seconds=2.0)
     outage.start()
     producer.start()
