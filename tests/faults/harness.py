@@ -448,9 +448,10 @@ class _Abort(Exception):
 class _Producer(threading.Thread):
     """A producer thread: its ``log``, a deadline, and failures recorded, not raised.
 
-    Update k is first sent no sooner than (k - 1) * ``interval`` after the start,
-    so that the stream of a fast selector on a fast machine still lasts long
-    enough for faults to land in the middle of it.
+    Each update is first sent no sooner than ``interval`` after the previous one
+    was first sent, so that the stream of a fast selector on a fast machine still
+    lasts long enough, after each fault too, for the next fault to land in the
+    middle of it.
     """
 
     def __init__(
@@ -467,17 +468,18 @@ class _Producer(threading.Thread):
         self.deadline = deadline
         self.pause = pause
         self.interval = interval
-        self._t0 = 0.0
+        self._last_first_send = -float("inf")
         self.log = ProducerLog(name, total)
 
-    def _pace(self, k: int) -> None:
-        wait = self._t0 + (k - 1) * self.interval - time.monotonic()
+    def _pace(self) -> None:
+        """Wait, before the first send of an update, until ``interval`` has passed."""
+        wait = self._last_first_send + self.interval - time.monotonic()
         if wait > 0:
             time.sleep(wait)
+        self._last_first_send = time.monotonic()
 
     def run(self) -> None:
         log = self.log
-        self._t0 = time.monotonic()
         try:
             self._produce(time.monotonic() + self.deadline)
         except _Abort:
@@ -524,7 +526,7 @@ class FeatureProducer(_Producer):
         path = f"/v1/streams/{self.stream_id}/features"
         with httpx.Client(timeout=20) as client:
             for seq, request in enumerate(self.requests, 1):
-                self._pace(seq)
+                self._pace()
                 self._send(client, path, seq, request, end)
 
     def _send(
@@ -639,7 +641,7 @@ class FrameProducer(_Producer):
             while log.last_ack < log.total:
                 while next_send <= log.total and next_send - log.last_ack <= self.window:
                     if next_send > self._first_sent:
-                        self._pace(next_send)
+                        self._pace()
                         self._first_sent = next_send
                     conn.send(self.payloads[next_send - 1])
                     log.sent += 1
