@@ -487,18 +487,14 @@ def npy_view(data: bytes) -> npt.NDArray[np.floating[Any]] | None:
     # the parsed header is kept (numpy parses it with ast.literal_eval each time).
     # Version 1.0: 6 magic bytes, 2 version bytes, a 2-byte header length.
     if len(data) < 10 or data[6:8] != b"\x01\x00":
-        found = _npy_view_parsed(data)
-        return None if found is None else found[0]
+        return _npy_view_parsed(data)
     end = 10 + int.from_bytes(data[8:10], "little")
     key = data[:end]
     parsed = _HEADERS.get(key)
     if parsed is None:
-        found = _npy_view_parsed(data)
-        if found is None:
-            return None
-        view, dtype = found
-        if len(_HEADERS) < 256:
-            _HEADERS[key] = (view.shape, end, dtype)
+        view = _npy_view_parsed(data)
+        if view is not None and len(_HEADERS) < 256:
+            _HEADERS[key] = (view.shape, end, view.dtype)
         return view
     shape, offset, dtype = parsed
     count = int(np.prod(shape))
@@ -512,7 +508,7 @@ _HEADERS: dict[bytes, tuple[tuple[int, ...], int, np.dtype[Any]]] = {}
 _FAST_DTYPES = (np.dtype("<f8"), np.dtype("<f4"))
 
 
-def _npy_view_parsed(data: bytes) -> tuple[npt.NDArray[Any], np.dtype[Any]] | None:
+def _npy_view_parsed(data: bytes) -> npt.NDArray[np.floating[Any]] | None:
     try:
         buf = io.BytesIO(data)
         version = npy_format.read_magic(buf)
@@ -527,8 +523,7 @@ def _npy_view_parsed(data: bytes) -> tuple[npt.NDArray[Any], np.dtype[Any]] | No
         count = int(np.prod(shape))
         if len(data) < buf.tell() + dtype.itemsize * count:
             return None
-        view = np.frombuffer(data, dtype=dtype, count=count, offset=buf.tell()).reshape(shape)
-        return view, dtype
+        return np.frombuffer(data, dtype=dtype, count=count, offset=buf.tell()).reshape(shape)
     except ValueError:
         return None
 
