@@ -445,14 +445,28 @@ class _Abort(Exception):
     pass
 
 
-class _Producer(threading.Thread):
-    """A producer thread: its ``log``, a deadline, and failures recorded, not raised.
+class Pacer:
+    """Spaces the first sends of a producer's updates at least ``interval`` apart.
 
-    Each update is first sent no sooner than ``interval`` after the previous one
-    was first sent, so that the stream of a fast selector on a fast machine still
-    lasts long enough, after each fault too, for the next fault to land in the
-    middle of it.
+    So that the stream of a fast selector on a fast machine still lasts long
+    enough, after each fault too, for the next fault to land in the middle of it.
     """
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._last = -float("inf")
+
+    def wait(self) -> None:
+        """Before the first send of an update: wait until ``interval`` has passed."""
+        wait = self._last + self.interval - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        self._last = time.monotonic()
+
+
+class _Producer(threading.Thread):
+    """A producer thread: its ``log``, a deadline, failures recorded, not raised,
+    and a :class:`Pacer` for the first send of each update."""
 
     def __init__(
         self,
@@ -467,16 +481,8 @@ class _Producer(threading.Thread):
         self.stream_id = stream_id
         self.deadline = deadline
         self.pause = pause
-        self.interval = interval
-        self._last_first_send = -float("inf")
+        self.pacer = Pacer(interval)
         self.log = ProducerLog(name, total)
-
-    def _pace(self) -> None:
-        """Wait, before the first send of an update, until ``interval`` has passed."""
-        wait = self._last_first_send + self.interval - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
-        self._last_first_send = time.monotonic()
 
     def run(self) -> None:
         log = self.log
@@ -526,7 +532,7 @@ class FeatureProducer(_Producer):
         path = f"/v1/streams/{self.stream_id}/features"
         with httpx.Client(timeout=20) as client:
             for seq, request in enumerate(self.requests, 1):
-                self._pace()
+                self.pacer.wait()
                 self._send(client, path, seq, request, end)
 
     def _send(
@@ -641,7 +647,7 @@ class FrameProducer(_Producer):
             while log.last_ack < log.total:
                 while next_send <= log.total and next_send - log.last_ack <= self.window:
                     if next_send > self._first_sent:
-                        self._pace()
+                        self.pacer.wait()
                         self._first_sent = next_send
                     conn.send(self.payloads[next_send - 1])
                     log.sent += 1
