@@ -68,6 +68,20 @@ def fisher_z_independent(r: FloatArray | float, n: int, k: int, alpha: float) ->
     return np.asarray(~dependent)
 
 
+def fisher_z_dependence(r: FloatArray, n: int, alpha: float) -> FloatArray:
+    """|r| of each pair that the unconditional test finds dependent; NaN elsewhere.
+
+    A pair that is independent or not testable gets NaN: the SAOLA family skips
+    such a pair when it compares an arrival with the selected set
+    (docs/algorithms.md, "SAOLA").
+
+    >>> fisher_z_dependence(np.array([-0.9, 0.1, np.nan]), n=50, alpha=0.01)
+    array([0.9, nan, nan])
+    """
+    skip = fisher_z_independent(r, n, 0, alpha)
+    return np.where(skip, np.nan, np.abs(r))
+
+
 def partial_correlation(C: FloatArray, i: int, j: int, S: Sequence[int] = ()) -> float:
     """Partial correlation of variables i and j given S, from a covariance matrix C.
 
@@ -157,6 +171,7 @@ def fisher_z(
 __all__ = [
     "FisherZResult",
     "fisher_z",
+    "fisher_z_dependence",
     "fisher_z_from_correlation",
     "fisher_z_independent",
     "fisher_z_statistic",
