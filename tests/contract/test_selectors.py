@@ -15,8 +15,7 @@ import pytest
 
 from featurestream import codec
 from featurestream.errors import InvalidParameter
-from featurestream.selectors import REGISTRY
-from featurestream.selectors.base import FeatureSelector, InstanceSelector, Reason, Selector
+from featurestream.selectors import REGISTRY, FeatureSelector, InstanceSelector, Reason, Selector
 
 CASES = [
     pytest.param(cls, params, id=f"{name}-{i}")
@@ -206,10 +205,10 @@ def test_params_schema_lists_every_field_with_its_default(cls: Any) -> None:
     schema = ptype.json_schema()
     for f in dataclasses.fields(ptype):
         assert f.name in schema["properties"]
-        if f.name in ptype.required:
+        if f.name in ptype.required_fields():
             assert f.name in schema["required"]
             with pytest.raises(InvalidParameter) as info:
                 ptype.from_mapping({})
-            assert info.value.parameter in ptype.required
+            assert info.value.parameter in ptype.required_fields()
         else:
             assert schema["properties"][f.name]["default"] == f.default

@@ -32,17 +32,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from featurestream.selectors.base import (
-    JSON,
-    Decision,
-    FeatureSelector,
-    Interval,
-    Matrix,
-    Params,
-    Reason,
-    SelectedFeature,
-    Vector,
-)
+from featurestream.selectors.base import FeatureSelector, Matrix, Vector
+from featurestream.selectors.decisions import Decision, Reason
+from featurestream.selectors.params import Interval, Params
 from featurestream.stats.columns import row_dots
 from featurestream.stats.sparse import Columns
 
@@ -220,7 +212,7 @@ def _dense_exponents(
     return np.where(in_span, 0.0, exponent), in_span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AlphaInvestingParams(Params):
     """Parameters of Alpha-investing (ALGORITHMS.md names).
 
@@ -317,6 +309,8 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
     accepts_sparse: ClassVar[bool] = True
     params_type: ClassVar[type[Params]] = AlphaInvestingParams
     state_type: ClassVar[type[Any]] = AlphaInvestingState
+    score_field: ClassVar[str] = "p_values"
+    status_fields: ClassVar[tuple[str, ...]] = ("wealth", "features_tested", "sse")
 
     @classmethod
     def test_params(cls) -> list[dict[str, Any]]:
@@ -345,21 +339,6 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
     @property
     def wealth(self) -> float:
         return self.state.wealth
-
-    def selected_features(self) -> tuple[SelectedFeature, ...]:
-        return tuple(
-            SelectedFeature(name, float(p))
-            for name, p in zip(self.state.selected, self.state.p_values, strict=True)
-        )
-
-    def status(self) -> dict[str, JSON]:
-        s = self.state
-        return {
-            **self.counters(),
-            "wealth": s.wealth,
-            "features_tested": s.features_tested,
-            "sse": s.sse,
-        }
 
     # ------------------------------------------------------------------ learning
 

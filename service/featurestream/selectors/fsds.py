@@ -22,39 +22,29 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.linalg
 
-from featurestream.selectors.base import (
-    JSON,
-    InstanceSelector,
-    InstanceUpdate,
-    Interval,
-    Matrix,
-    NoneOr,
-    Params,
-    SelectedFeature,
-    Vector,
-)
+from featurestream.selectors.base import JSON, InstanceSelector, Matrix, Vector
+from featurestream.selectors.decisions import InstanceUpdate, SelectedFeature
+from featurestream.selectors.params import Interval, NoneOr, Params
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FSDSParams(Params):
-    """Parameters of FSDS (ALGORITHMS.md names).
+    """Parameters of FSDS (named as in docs/algorithms.md, "FSDS").
 
-    ``num_features`` has no default: the dataclass needs one, so it is None
-    here and listed in ``required``, so None is rejected. ``sketch_size`` None means ceil(sqrt(d)),
-    resolved when the stream starts and kept in the State; ``ridge`` None
-    means 8 s'_k (see the class notes).
+    ``num_features`` has no default: it is required. ``sketch_size`` None
+    means ceil(sqrt(d)), resolved when the stream starts and kept in the
+    State; ``ridge`` None means 8 s'_k (see the class notes).
     """
 
-    required: ClassVar[frozenset[str]] = frozenset({"num_features"})
     algorithm: ClassVar[str] = "FSDS"
     constraints: ClassVar[dict[str, Any]] = {
-        "num_features": NoneOr(Interval(int, 1, None, "left")),
+        "num_features": Interval(int, 1, None, "left"),
         "sketch_size": NoneOr(Interval(int, 1, None, "left")),
         "k": Interval(int, 1, None, "left"),
         "ridge": NoneOr(Interval(float, 0.0, None, "left")),
     }
 
-    num_features: int | None = None
+    num_features: int
     sketch_size: int | None = None
     k: int = 2
     ridge: float | None = None
@@ -191,6 +181,7 @@ class FSDS(InstanceSelector[FSDSParams, FSDSState]):
     batch_invariant: ClassVar[bool] = False
     params_type: ClassVar[type[Params]] = FSDSParams
     state_type: ClassVar[type[Any]] = FSDSState
+    status_fields: ClassVar[tuple[str, ...]] = ("batches_seen", "sketch_size")
 
     @classmethod
     def test_params(cls) -> list[dict[str, Any]]:
@@ -211,14 +202,6 @@ class FSDS(InstanceSelector[FSDSParams, FSDSState]):
             scores=np.zeros(d),
         )
 
-    @property
-    def feature_names(self) -> tuple[str, ...]:
-        return self.state.feature_names
-
-    @property
-    def instances_seen(self) -> int:
-        return self.state.instances_seen
-
     # ------------------------------------------------------------------ queries
 
     def selected_features(self) -> tuple[SelectedFeature, ...]:
@@ -230,18 +213,12 @@ class FSDS(InstanceSelector[FSDSParams, FSDSState]):
     def _order(self, s: FSDSState) -> np.ndarray[Any, np.dtype[np.intp]]:
         if s.batches_seen == 0:
             return np.zeros(0, dtype=np.intp)
-        m = int(self.params.num_features)  # type: ignore[arg-type]
+        m = self.params.num_features
         # Stable sort of -score: ties keep the lower index first.
         return np.argsort(-s.scores, kind="stable")[:m]
 
     def status(self) -> dict[str, JSON]:
-        s = self.state
-        return {
-            "instances_seen": s.instances_seen,
-            "batches_seen": s.batches_seen,
-            "sketch_size": s.sketch_size,
-            "sketch_columns": int(s.sketch.shape[1]),
-        }
+        return {**super().status(), "sketch_columns": int(self.state.sketch.shape[1])}
 
     # ------------------------------------------------------------------ learning
 

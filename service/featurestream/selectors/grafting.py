@@ -39,21 +39,10 @@ import numpy.typing as npt
 from scipy.optimize import minimize
 from scipy.special import expit
 
-from featurestream.selectors.base import (
-    JSON,
-    Decision,
-    Eviction,
-    FeatureSelector,
-    Interval,
-    Matrix,
-    NoneOr,
-    Params,
-    Reason,
-    SelectedFeature,
-    StrOptions,
-    Vector,
-    binary_labels,
-)
+from featurestream.selectors.base import FeatureSelector, Matrix, Vector
+from featurestream.selectors.checks import binary_labels
+from featurestream.selectors.decisions import Decision, Eviction, Reason
+from featurestream.selectors.params import Interval, NoneOr, Params, StrOptions
 from featurestream.stats.columns import is_constant_rows, row_dots
 
 # L-BFGS-B stopping rules (ALGORITHMS.md step 2: "tolerance 1e-8 on the
@@ -65,7 +54,7 @@ PGTOL = 1e-10
 MAXITER = 15000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GraftingParams(Params):
     """Parameters of Grafting (ALGORITHMS.md names)."""
 
@@ -162,6 +151,8 @@ class Grafting(FeatureSelector[GraftingParams, GraftingState]):
     name: ClassVar[str] = "grafting"
     params_type: ClassVar[type[Params]] = GraftingParams
     state_type: ClassVar[type[Any]] = GraftingState
+    score_field: ClassVar[str] = "weights"
+    status_fields: ClassVar[tuple[str, ...]] = ("intercept", "loss", "objective")
 
     @classmethod
     def requires_binary_target(cls, params: Any) -> bool:
@@ -193,23 +184,6 @@ class Grafting(FeatureSelector[GraftingParams, GraftingState]):
             loss=fit.loss,
             objective=fit.objective,
         )
-
-    # ------------------------------------------------------------------ queries
-
-    def selected_features(self) -> tuple[SelectedFeature, ...]:
-        return tuple(
-            SelectedFeature(name, float(w))
-            for name, w in zip(self.state.selected, self.state.weights, strict=True)
-        )
-
-    def status(self) -> dict[str, JSON]:
-        s = self.state
-        return {
-            **self.counters(),
-            "intercept": s.intercept,
-            "loss": s.loss,
-            "objective": s.objective,
-        }
 
     # ------------------------------------------------------------------ learning
 
@@ -303,10 +277,7 @@ class Grafting(FeatureSelector[GraftingParams, GraftingState]):
             intercept=float(fit.intercept),
             loss=float(fit.loss),
             objective=float(fit.objective),
-            features_seen=s.features_seen + b,
-            features_accepted=s.features_accepted + accepted_total,
-            features_rejected=s.features_rejected + b - accepted_total,
-            features_evicted=s.features_evicted + evicted_total,
+            **self.counted(b, accepted_total, evicted_total),
         )
         return decisions
 

@@ -25,18 +25,9 @@ import numpy as np
 import numpy.typing as npt
 
 from featurestream.errors import InvalidInput
-from featurestream.selectors.base import (
-    JSON,
-    Constraint,
-    Decision,
-    Eviction,
-    FeatureSelector,
-    Matrix,
-    Params,
-    Reason,
-    SelectedFeature,
-    Vector,
-)
+from featurestream.selectors.base import JSON, FeatureSelector, Matrix, Vector
+from featurestream.selectors.decisions import Decision, Eviction, Reason, SelectedFeature
+from featurestream.selectors.params import Constraint, Params
 from featurestream.selectors.saola import SAOLAParams
 from featurestream.stats.columns import (
     correlations,
@@ -45,13 +36,13 @@ from featurestream.stats.columns import (
     row_dots,
     standardize_rows,
 )
-from featurestream.stats.entropy import symmetrical_uncertainty
-from featurestream.stats.fisher_z import fisher_z_independent
+from featurestream.stats.entropy import su_dependence, su_relevance
+from featurestream.stats.fisher_z import fisher_z_dependence, fisher_z_independent
 
 BoolVector = npt.NDArray[np.bool_]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GroupSAOLAParams(Params):
     """Parameters of group-SAOLA: SAOLA's ``test``, ``alpha`` and ``delta``."""
 
@@ -266,12 +257,7 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
         # column, so it is the same however the groups are batched.
         if p.test == "su":
             rows = X
-            dep_new = np.array(
-                [
-                    0.0 if c else symmetrical_uncertainty(x, self._y_ref)
-                    for x, c in zip(X, constant, strict=True)
-                ]
-            )
+            dep_new = su_relevance(X, self._y_ref, constant)
             relevant = ~constant & (dep_new > p.delta)
         else:
             rows, _ = standardize_rows(X)
@@ -318,10 +304,7 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
             dep=np.array(work.dep, dtype=np.float64),
             columns=np.ascontiguousarray(columns),
             seen_groups=s.seen_groups + tuple(dict.fromkeys(group_of)),
-            features_seen=s.features_seen + b,
-            features_accepted=s.features_accepted + work.accepted,
-            features_rejected=s.features_rejected + b - work.accepted,
-            features_evicted=s.features_evicted + work.evicted,
+            **self.counted(b, work.accepted, work.evicted),
             groups_rejected=s.groups_rejected + work.groups_rejected,
             groups_dropped=s.groups_dropped + work.groups_dropped,
         )
@@ -472,21 +455,17 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
             for k, a in enumerate(A):
                 out[k] = self._pairwise_one(B, a)
             return out
-        return self._mask_fisher(np.clip(cross_dots(A, B), -1.0, 1.0))
+        return self._dependence(np.clip(cross_dots(A, B), -1.0, 1.0))
 
     def _pairwise_one(self, B: Matrix, a: Vector) -> Vector:
         if self.params.test == "su":
-            # Always SU(arriving, earlier): the joint counts are laid out by argument
-            # order, so this fixed orientation keeps the value batch-independent.
-            t = np.array([symmetrical_uncertainty(a, g) for g in B], dtype=np.float64)
-            # SAOLA step 2, su: skip g when t <= delta.
-            return np.where(t > self.params.delta, t, np.nan)
-        return self._mask_fisher(np.clip(row_dots(B, a), -1.0, 1.0))
+            # SU(arriving, earlier), g skipped when t <= delta (SAOLA step 2, su).
+            return su_dependence(a, B, self.params.delta)
+        return self._dependence(np.clip(row_dots(B, a), -1.0, 1.0))
 
-    def _mask_fisher(self, r: Matrix) -> Matrix:
+    def _dependence(self, r: Matrix) -> Matrix:
         # SAOLA step 2 / group-SAOLA step 3: skip pairs that are independent or untestable.
-        skip = fisher_z_independent(r, self.n_instances, 0, self.params.alpha)
-        return np.where(skip, np.nan, np.abs(r))
+        return fisher_z_dependence(r, self.n_instances, self.params.alpha)
 
 
 @dataclass

@@ -39,19 +39,9 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from featurestream.selectors.base import (
-    JSON,
-    Decision,
-    Eviction,
-    FeatureSelector,
-    Interval,
-    Matrix,
-    Params,
-    Reason,
-    SelectedFeature,
-    StrOptions,
-    Vector,
-)
+from featurestream.selectors.base import FeatureSelector, Matrix, Vector
+from featurestream.selectors.decisions import Decision, Eviction, Reason
+from featurestream.selectors.params import Interval, Params, StrOptions
 from featurestream.stats.columns import is_constant_rows, row_dots, standardize_rows
 from featurestream.stats.discrete import Method, ci_test_codes
 from featurestream.stats.fisher_z import fisher_z_from_correlation, fisher_z_independent
@@ -61,7 +51,7 @@ IntArray = npt.NDArray[np.int64]
 DISCRETE_TESTS = ("g2", "chi2")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OSFSParams(Params):
     """Parameters of OSFS and Fast-OSFS (ALGORITHMS.md names).
 
@@ -219,6 +209,7 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
 
     params_type: ClassVar[type[Params]] = OSFSParams
     state_type: ClassVar[type[Any]] = OSFSState
+    status_fields: ClassVar[tuple[str, ...]] = ("tests_performed",)
 
     def __init__(self, params: OSFSParams, state: OSFSState) -> None:
         super().__init__(params, state)
@@ -263,21 +254,6 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
             columns=np.zeros((0, n)),
             corr=np.array([[row_dots(y_std, y_std[0])[0]]]),
         )
-
-    # ------------------------------------------------------------------ queries
-
-    def selected_features(self) -> tuple[SelectedFeature, ...]:
-        return tuple(
-            SelectedFeature(name, float(d))
-            for name, d in zip(self.state.selected, self.state.dep, strict=True)
-        )
-
-    def status(self) -> dict[str, JSON]:
-        s = self.state
-        return {
-            **self.counters(),
-            "tests_performed": s.tests_performed,
-        }
 
     # ------------------------------------------------------------------ learning
 
@@ -367,10 +343,7 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
             columns=np.ascontiguousarray(columns, dtype=dtype),
             levels=np.array(bcf.levels, dtype=np.int64),
             corr=np.ascontiguousarray(bcf.C) if not self.discrete else s.corr,
-            features_seen=s.features_seen + b,
-            features_accepted=s.features_accepted + accepted_total,
-            features_rejected=s.features_rejected + b - accepted_total,
-            features_evicted=s.features_evicted + evicted_total,
+            **self.counted(b, accepted_total, evicted_total),
             tests_performed=s.tests_performed + bcf.tests,
         )
         return decisions
@@ -450,7 +423,7 @@ class OSFS(_OSFSBase):
         return kept, evicted
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FastOSFSParams(OSFSParams):
     """Parameters of Fast-OSFS: those of OSFS."""
 

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 import featurestream.selectors
 from featurestream import codec
 from featurestream.errors import InvalidInput, InvalidParameter
-from featurestream.selectors.base import Decision, Eviction, Reason
+from featurestream.selectors import Decision, Eviction, Reason
 from featurestream.selectors.group_saola import GroupSAOLA, GroupSAOLAParams
 from featurestream.stats.columns import row_dots, standardize_rows
 from featurestream.stats.entropy import symmetrical_uncertainty

@@ -39,7 +39,7 @@ from scipy.linalg import hadamard
 import featurestream.selectors
 from featurestream import codec
 from featurestream.errors import InvalidInput, InvalidParameter
-from featurestream.selectors.base import Decision, Eviction, Reason
+from featurestream.selectors import Decision, Eviction, Reason
 from featurestream.selectors.osfs import _BCF, OSFS, FastOSFS, OSFSParams, OSFSState
 from featurestream.stats.columns import cross_dots, standardize_rows
 from featurestream.stats.discrete import g2_test
