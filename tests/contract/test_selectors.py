@@ -1,4 +1,6 @@
-"""The generic contract every registered selector meets (STYLE.md section 7).
+"""The generic contract every registered selector meets.
+
+docs/algorithms.md, "How a selector is built", says what it consists of.
 
 Runs on each REGISTRY entry with each of its ``test_params()``, so a new
 selector is checked as soon as it is registered.

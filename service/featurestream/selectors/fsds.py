@@ -1,6 +1,6 @@
 """FSDS: unsupervised Feature Selection on Data Streams with a Frequent Directions sketch.
 
-ALGORITHMS.md, "FSDS". The stream's instances are summarised by a Frequent
+docs/algorithms/fsds.md, "Exact rules". The stream's instances are summarised by a Frequent
 Directions sketch B (d x l, one row per feature) whose B B^T approximates
 X^T X. After each batch the features are scored by their largest (ridge
 regularised) loading on the top k left singular vectors of the sketch, and the
@@ -94,7 +94,7 @@ def sketch_step(B: Matrix, Xt: Matrix, l: int) -> tuple[Matrix, Vector, Vector]:
         U, s, _ = np.linalg.svd(C, full_matrices=False)
     r = s.shape[0]
     keep = min(l, r)
-    # ALGORITHMS.md, FSDS step 3: delta = s_l^2, or 0 when fewer than l values exist.
+    # docs/algorithms/fsds.md, step 3: delta = s_l^2, or 0 when fewer than l values exist.
     delta = float(s[l - 1]) ** 2 if r >= l else 0.0
     U_l = np.ascontiguousarray(U[:, :keep])
     # max(., 0): the l-th value and any equal to it shrink to exactly zero.
@@ -118,7 +118,7 @@ def fsds_scores(U: Matrix, s: Vector, k: int, ridge: float | None) -> Vector:
     s_k = s[:kk]
     a = 8.0 * float(s_k[-1]) if ridge is None else float(ridge)
     den = s_k * s_k + a
-    # ALGORITHMS.md, FSDS step 4: undefined ratios count as 0.
+    # docs/algorithms/fsds.md, step 4: undefined ratios count as 0.
     ratio = np.divide(s_k, den, out=np.zeros(kk), where=den > 0.0)
     W = U[:, :kk] * ratio
     return np.asarray(np.abs(W).max(axis=1), dtype=np.float64)
@@ -137,7 +137,7 @@ class FSDS(InstanceSelector[FSDSParams, FSDSState]):
     Notes
     -----
     * Every ``learn_instances`` call is one batch X_t: the batch boundaries
-      are the client's and are part of the result (ALGORITHMS.md, FSDS).
+      are the client's and are part of the result (docs/algorithms/fsds.md, "Exact rules").
       Labels, if given, are ignored. An empty frame (0 instances) changes
       nothing and is not counted as a batch.
     * Singular vectors are defined up to sign; neither B B^T nor the scores
@@ -177,7 +177,7 @@ class FSDS(InstanceSelector[FSDSParams, FSDSState]):
 
     name: ClassVar[str] = "fsds"
     supervised: ClassVar[bool] = False
-    # The sketch depends on the client's batch boundaries (ALGORITHMS.md, FSDS).
+    # The sketch depends on the client's batch boundaries (docs/algorithms/fsds.md, "Exact rules").
     batch_invariant: ClassVar[bool] = False
     params_type: ClassVar[type[Params]] = FSDSParams
     state_type: ClassVar[type[Any]] = FSDSState

@@ -1,6 +1,6 @@
 """group-SAOLA: online feature selection over a stream of feature groups.
 
-ALGORITHMS.md, "group-SAOLA". Features arrive a whole group at a time. Each
+docs/algorithms/group_saola.md, "What it does". Features arrive a whole group at a time. Each
 group is first reduced on its own (intra-group SAOLA with an empty selected set
 and the bound min(dep_f, dep_g)); its survivors G' are then compared with the
 features of every earlier selected group, where a feature of G' is removed
@@ -149,7 +149,7 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
 
     def __init__(self, params: GroupSAOLAParams, state: GroupSAOLAState) -> None:
         super().__init__(params, state)
-        # Caches rebuilt deterministically from the state (STYLE.md section 3).
+        # Caches rebuilt from the state alone (docs/algorithms.md, "How a selector is built").
         if params.test == "fisher_z":
             self._y_ref: Vector = standardize_rows(state.y)[0][0]
         else:
@@ -252,9 +252,10 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
         n = self.n_instances
         constant = is_constant_rows(X)
 
-        # Relevance of every new column, vectorised over the batch (ALGORITHMS.md,
-        # group-SAOLA step 1 = SAOLA step 1). Each value depends only on its own
-        # column, so it is the same however the groups are batched.
+        # Relevance of every new column, vectorised over the batch
+        # (docs/algorithms/group_saola.md, step 1 = SAOLA step 1). Each value
+        # depends only on its own column, so it is the same however the groups
+        # are batched.
         if p.test == "su":
             rows = X
             dep_new = su_relevance(X, self._y_ref, constant)
@@ -282,7 +283,8 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
             batch_idx = list(range(start, stop))
             for i in batch_idx:
                 if constant[i]:
-                    # ALGORITHMS.md, common rule: zero variance is rejected before any test.
+                    # Zero variance is rejected before any test
+                    # (docs/algorithms.md, "Constant columns").
                     work.decided[i] = Decision(names[i], False, Reason.CONSTANT)
                 elif not relevant[i]:
                     work.decided[i] = Decision(
@@ -357,7 +359,7 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
         """Step 1 over the relevant features of one group; returns {removed row: by name}.
 
         SAOLA steps 1-3 with S starting empty and min(dep_f, dep_g) as the bound of
-        both comparisons (ALGORITHMS.md, group-SAOLA step 1).
+        both comparisons (docs/algorithms/group_saola.md, "What it does", step 1).
         """
         removed_by: dict[int, int] = {}
         if len(cand) < 2:
@@ -400,11 +402,12 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
     ) -> tuple[BoolVector, dict[int, str]]:
         """Step 3: G' against the earlier selected groups; returns (alive mask, removed).
 
-        ALGORITHMS.md orders the comparisons group H by group, then f in G', then h
-        in H. The only shared state is "f still in G'" (changed only while f is
-        compared) and "h still in H" (changed only by the features of G', in
-        order), so taking f by f against all earlier features in selection order
-        gives the same outcome: a rejected f stops for every later group anyway.
+        The rule (docs/algorithms/group_saola.md, "Processing order") runs group H
+        by group, then f in G', then h in H. The only shared state is "f still in
+        G'" (changed only while f is compared) and "h still in H" (changed only by
+        the features of G', in order), so taking f by f against all earlier
+        features in selection order gives the same outcome: a rejected f stops
+        for every later group anyway.
         """
         s = self.state
         su = self.params.test == "su"

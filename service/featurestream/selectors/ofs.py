@@ -1,6 +1,6 @@
 """OFS: Online Feature Selection by a truncated, projected online gradient step.
 
-ALGORITHMS.md, "OFS". A linear classifier w over the d features of an
+docs/algorithms/ofs.md, "Exact rules". A linear classifier w over the d features of an
 instance stream. Each instance (x, y) is predicted with sign(w . x); when the
 margin y (w . x) is at most ``margin``, w takes a gradient step eta y x, is
 projected onto the L2 ball of radius 1 / sqrt(lam), and is truncated to its B
@@ -83,7 +83,7 @@ class OFSState:
 def truncate(v: Vector, B: int) -> None:
     """Keep the B entries of largest ``|v|`` in place and zero the rest.
 
-    Ties at the boundary are kept by lower index (ALGORITHMS.md, OFS). The B-th
+    Ties at the boundary are kept by lower index (docs/algorithms/ofs.md, "Exact rules"). The B-th
     largest magnitude comes from a partial selection (``np.partition``, linear
     time), not a full sort, so this stays cheap for d in the hundreds of
     thousands.
@@ -240,7 +240,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
     def _learn_batch(self, X: Any, y: Vector | None) -> InstanceUpdate:
         p = self.params
         s = self.state
-        # ALGORITHMS.md, OFS: labels in {0, 1} or {-1, +1}, 0 means -1; else an error.
+        # docs/algorithms/ofs.md: labels in {0, 1} or {-1, +1}, 0 means -1; else an error.
         labels = binary_labels(y if y is not None else np.zeros(0))
         m, d = X.shape
         B = p.num_features
@@ -330,7 +330,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
         observed = np.zeros(d)
         observed[idx] = x[idx]
         # Observation probability of feature i: (B/d) eps + 1[w_i != 0] (1 - eps) > 0
-        # since eps > 0 (ALGORITHMS.md, OFS-P).
+        # since eps > 0 (docs/algorithms/ofs.md, "OFS-P").
         prob = (B / d) * eps + (w[idx] != 0.0) * (1.0 - eps)
         step = np.zeros(d)
         step[idx] = x[idx] / prob

@@ -1,6 +1,6 @@
 """OSFS and Fast-OSFS: online feature selection with streaming features.
 
-ALGORITHMS.md, "OSFS and Fast-OSFS". Both keep an ordered list BCF (best
+docs/algorithms/osfs.md, "Exact rules". Both keep an ordered list BCF (best
 candidate features). An arriving feature f is first tested for relevance,
 test(f, y | {}); a relevant f then takes part in a redundancy analysis with
 ``ci_search``, which looks for a conditioning set Z drawn from BCF (sizes 1 to
@@ -53,7 +53,7 @@ DISCRETE_TESTS = ("g2", "chi2")
 
 @dataclass(frozen=True, kw_only=True)
 class OSFSParams(Params):
-    """Parameters of OSFS and Fast-OSFS (ALGORITHMS.md names).
+    """Parameters of OSFS and Fast-OSFS (named as in docs/algorithms.md, "OSFS").
 
     ``max_k`` may be 0: no conditioning set is then ever tried, so no feature
     is found redundant and the selector keeps every relevant feature (a pure
@@ -183,7 +183,9 @@ class _BCF:
         return fisher_z_from_correlation(self.C, x + 1, 0, S, sel.n_instances, p.alpha).independent
 
     def ci_search(self, x: int, B: Sequence[int], must_contain: int | None = None) -> bool:
-        """ALGORITHMS.md ``ci_search``: True ("independent") at the first separating Z.
+        """True ("independent") at the first separating Z.
+
+        docs/algorithms/osfs.md, "ci_search".
 
         Z runs over sizes 1..min(max_k, |B|) and, within a size, over
         ``itertools.combinations`` of the positions in B; with ``must_contain``
@@ -213,13 +215,13 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
 
     def __init__(self, params: OSFSParams, state: OSFSState) -> None:
         super().__init__(params, state)
-        # Caches rebuilt deterministically from the state (STYLE.md section 3).
+        # Caches rebuilt from the state alone (docs/algorithms.md, "How a selector is built").
         self.discrete = params.test in DISCRETE_TESTS
         self._y_ref: Vector = np.zeros(0)
         self._y_ref_codes: IntArray = _empty_codes()
         self._y_levels = 1
         if self.discrete:
-            # ALGORITHMS.md discrete tests: y's levels are its largest code + 1.
+            # docs/algorithms.md, "Discrete tests": y's levels are its largest code + 1.
             self._y_ref_codes = state.y.astype(np.int64)
             self._y_levels = int(self._y_ref_codes.max()) + 1
         else:
@@ -293,7 +295,7 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
         denom = ff * self.state.corr[0, 0]
         with np.errstate(divide="ignore", invalid="ignore"):
             r = np.clip(fy / np.sqrt(denom), -1.0, 1.0)
-        # ALGORITHMS.md Fisher z edge cases: a zero variance (NaN r) or n - 3 <= 0
+        # docs/algorithms.md, "Fisher z test": a zero variance (NaN r) or n - 3 <= 0
         # is "not testable", which counts as independent.
         testable = (denom > 0.0) & (n - 3 > 0)
         r = np.where(testable, r, np.nan)
@@ -315,7 +317,7 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
             dep_f = float(dep_new[i])
             score = dep_f if np.isfinite(dep_f) else None
             if constant[i]:
-                # ALGORITHMS.md common rule: zero variance is rejected before any test.
+                # docs/algorithms.md, "Constant columns": zero variance is rejected before any test.
                 decisions.append(Decision(name, False, Reason.CONSTANT))
                 continue
             if not relevant[i]:

@@ -1,6 +1,6 @@
 """SAOLA: Scalable and Accurate OnLine Approach for feature selection.
 
-ALGORITHMS.md, "SAOLA". Each arriving feature f is first tested for relevance
+docs/algorithms/saola.md, "Exact rules". Each arriving feature f is first tested for relevance
 to y, then compared with every member g of the selected set S by the pairwise
 dependence t = dep(f, g): f is rejected when some g is at least as relevant
 and explains f better than f explains y; members that f dominates are evicted.
@@ -122,7 +122,7 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
 
     def __init__(self, params: SAOLAParams, state: SAOLAState) -> None:
         super().__init__(params, state)
-        # Caches rebuilt deterministically from the state (STYLE.md section 3):
+        # Caches rebuilt from the state alone (docs/algorithms.md, "How a selector is built"):
         # fisher_z keeps S as dense centred unit rows, su as dense integer codes.
         members = state.members()
         if params.test == "fisher_z":

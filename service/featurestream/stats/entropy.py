@@ -1,6 +1,6 @@
 """Entropy, mutual information and symmetrical uncertainty of discrete columns.
 
-ALGORITHMS.md, "Symmetrical uncertainty": SU(a, b) = 2 I(a; b) / (H(a) + H(b)),
+docs/algorithms.md, "Symmetrical uncertainty": SU(a, b) = 2 I(a; b) / (H(a) + H(b)),
 entropies in nats from empirical frequencies; SU = 0 when H(a) + H(b) = 0.
 Columns hold integer codes 0..L-1 (stored as float64 or ints).
 

@@ -1,6 +1,6 @@
 """Fisher z test of conditional independence for continuous data.
 
-ALGORITHMS.md, "Fisher z conditional-independence test": with C the covariance
+docs/algorithms.md, "Fisher z test": with C the covariance
 (or correlation) matrix of the columns [a, b, S],
 
     R = C[ab,ab] - C[ab,S] C[S,S]^-1 C[S,ab],    r = R[0,1] / sqrt(R[0,0] R[1,1]),
@@ -106,7 +106,7 @@ def partial_correlation(C: FloatArray, i: int, j: int, S: Sequence[int] = ()) ->
         # A collinear S can still factor with a pivot that is only rounding noise.
         # L_ii^2 / C_ii is the squared sine of the angle between s_i and the span of
         # the earlier members; below SINGULAR_TOL C[S,S] counts as singular ("not
-        # testable", ALGORITHMS.md Fisher z edge cases).
+        # testable", docs/algorithms.md, "Fisher z test").
         if not np.all(np.diag(L) ** 2 > SINGULAR_TOL * np.diag(css)):
             return float("nan")
         # R = C[ab,ab] - (L^-1 C[S,ab])^T (L^-1 C[S,ab])

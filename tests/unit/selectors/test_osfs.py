@@ -1,4 +1,4 @@
-"""OSFS and Fast-OSFS (ALGORITHMS.md, "OSFS and Fast-OSFS").
+"""OSFS and Fast-OSFS (docs/algorithms/osfs.md, "Exact rules").
 
 Hand-checkable streams are built from the orthogonal +-1 patterns of an 8 x 8
 Hadamard matrix, tiled four times (n = 32, every pattern still has mean 0 and

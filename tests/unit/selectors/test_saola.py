@@ -1,4 +1,5 @@
-"""SAOLA on hand-checkable streams, every ALGORITHMS.md edge case, and the public vectors."""
+"""SAOLA on hand-checkable streams, every edge case of
+docs/algorithms/saola.md, and the public vectors."""
 
 from __future__ import annotations
 
