@@ -19,8 +19,7 @@ from hypothesis import strategies as st
 
 from featurestream import codec
 from featurestream.config import Settings
-from featurestream.selectors import REGISTRY
-from featurestream.selectors.base import FeatureSelector
+from featurestream.selectors import REGISTRY, FeatureSelector
 from featurestream.store.memory import InMemoryStore
 from featurestream.streams import StreamEngine
 

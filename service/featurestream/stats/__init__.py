@@ -1,4 +1,6 @@
-"""Statistical building blocks of the selectors (ALGORITHMS.md, "Statistical building blocks").
+"""Statistical building blocks of the selectors .
+
+See docs/algorithms.md, "Statistical building blocks".
 
 Pure numpy/scipy, no I/O. Every function is deterministic and computes in float64.
 """
