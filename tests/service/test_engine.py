@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from featurestream.config import Settings
+from featurestream.engine import StreamEngine, wire
 from featurestream.store.memory import InMemoryStore
-from featurestream.streams import StreamEngine
 
 pytestmark = pytest.mark.anyio
 
@@ -69,7 +69,7 @@ async def test_a_stale_process_reloads_once_and_applies_on_the_winners_state() -
     await a.add_features("s", ["c2"], X[2:3])  # a is stale: its commit fails, it reloads
     assert store.calls["load"] == 2
     assert store.calls["commit"] == 4  # 3 successful + 1 conflict
-    status = await a.status("s")
+    status = wire.status(await a.status("s"))
     assert status["features_seen"] == 3 and status["version"] == 3
 
 
@@ -83,5 +83,5 @@ async def test_concurrent_writers_in_one_process_are_serialised() -> None:
     async with anyio.create_task_group() as tg:
         for i in range(20):
             tg.start_soon(engine.add_features, "s", [f"c{i}"], X[i : i + 1])
-    assert (await engine.status("s"))["features_seen"] == 20
+    assert wire.status(await engine.status("s"))["features_seen"] == 20
     assert store.calls["commit"] == 20  # no conflicts inside one process
