@@ -180,7 +180,7 @@ def _websockets(lines: list[str]) -> None:
         summary = (inspect.getdoc(route.endpoint) or "").split("\n\n")[0]
         lines += [f"### `WS {route.path}?producer=<name>&seq=<k>`", ""]
         if summary:
-            lines += [summary.replace("``", "`").replace(" (API.md)", ""), ""]
+            lines += [summary.replace("``", "`"), ""]
         lines += [
             "Frames sent on one connection are numbered consecutively from `seq`",
             "(default: the producer's next expected seq), exactly like the `seq` of",
