@@ -13,9 +13,6 @@ order the store saw.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import inspect
-import json
 import random
 import uuid
 from collections import Counter
@@ -30,14 +27,15 @@ import numpy.typing as npt
 
 from featurestream import codec
 from featurestream.config import Settings
-from featurestream.engine import wire
+from featurestream.engine import catalogue, wire
 from featurestream.engine.cache import Live, StreamCache
+from featurestream.engine.catalogue import check_names
+from featurestream.engine.events import read_events
 from featurestream.engine.frames import Frame, Reply, apply_frames, attempt_frames
 from featurestream.engine.outcome import Attempt, Outcome, StaleCache, commit_of, outcome_of
 from featurestream.engine.results import (
     AlgorithmInfo,
     EventPage,
-    EventRecord,
     FeaturesWritten,
     FramesResult,
     InstancesWritten,
@@ -99,32 +97,12 @@ class StreamEngine:
     @staticmethod
     def algorithms() -> list[AlgorithmInfo]:
         """Every algorithm a stream can be created with, by name."""
-        out = []
-        for name, cls in sorted(REGISTRY.items()):
-            ptype = cls.params_type
-            doc = inspect.getdoc(cls) or ""
-            defaults = {
-                f.name: f.default
-                for f in dataclasses.fields(ptype)
-                if f.default is not dataclasses.MISSING
-            }
-            out.append(
-                AlgorithmInfo(
-                    name=name,
-                    kind=cls.kind,
-                    title=ptype.algorithm,
-                    summary=doc.split("\n\n", 1)[0].replace("\n", " "),
-                    params_schema=ptype.json_schema(),
-                    defaults=defaults,
-                    supports_groups=bool(getattr(cls, "uses_groups", False)),
-                )
-            )
-        return out
+        return catalogue.algorithms()
 
     @staticmethod
     def supervised(algorithm: str) -> bool:
         """Whether instances of the algorithm's streams carry labels (the last column)."""
-        return bool(getattr(REGISTRY.get(algorithm), "supervised", True))
+        return catalogue.supervised(algorithm)
 
     # ------------------------------------------------------------------ streams
 
@@ -259,32 +237,7 @@ class StreamEngine:
 
     async def events(self, stream_id: str, after: str | None = None, limit: int = 100) -> EventPage:
         """Events in order, after the event id ``after`` (``<version>-<index>``)."""
-        after_v, after_i = _parse_event_id(after) if after else (0, -1)
-        out: list[EventRecord] = []
-        next_version = max(after_v, 1)
-        while len(out) < limit:
-            entries = await self.store.events(stream_id, next_version, 64)
-            if not entries:
-                break
-            for entry in entries:
-                payload = json.loads(entry.payload)
-                for i, ev in enumerate(payload["events"]):
-                    if (entry.version, i) <= (after_v, after_i):
-                        continue
-                    record = EventRecord(
-                        f"{entry.version}-{i}",
-                        entry.version,
-                        payload.get("seq"),
-                        payload.get("producer"),
-                        ev,
-                    )
-                    out.append(record)
-                    if len(out) >= limit:
-                        break
-                if len(out) >= limit:
-                    break
-            next_version = entries[-1].version + 1
-        return EventPage(out, out[-1].id if out else after)
+        return await read_events(self.store, stream_id, after, limit)
 
     # ------------------------------------------------------------------ writes
 
@@ -559,37 +512,4 @@ class StreamEngine:
         return live
 
 
-def check_names(names: Sequence[str], *, field: str, max_length: int) -> None:
-    """Feature names are non-empty printable strings, at most ``max_length``, no repeats."""
-    for i, name in enumerate(names):
-        if (
-            not isinstance(name, str)
-            or not name
-            or len(name) > max_length
-            or not name.isprintable()
-        ):
-            raise InvalidInput(
-                f"Feature names must be non-empty printable strings of at most "
-                f"{max_length} characters; item {i} is {str(name)[:40]!r}.",
-                field=f"{field}[{i}]",
-            )
-    if len(set(names)) != len(names):
-        seen: set[str] = set()
-        dup = next(n for n in names if n in seen or seen.add(n))  # type: ignore[func-returns-value]
-        raise InvalidInput(f"Feature name {dup!r} appears twice in the request.", field=field)
-
-
-def _parse_event_id(value: str) -> tuple[int, int]:
-    try:
-        v, i = value.split("-", 1)
-        out = int(v), int(i)
-    except ValueError:
-        raise InvalidInput(
-            f"Event ids look like '<version>-<index>'; got {value!r}.", field="after"
-        ) from None
-    if out[0] < 0 or out[1] < 0:
-        raise InvalidInput(f"Event ids are non-negative; got {value!r}.", field="after")
-    return out
-
-
-__all__ = ["StreamEngine", "check_names", "new_stream_id", "utcnow"]
+__all__ = ["StreamEngine", "new_stream_id", "utcnow"]
