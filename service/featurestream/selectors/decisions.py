@@ -1,11 +1,12 @@
-"""What a selector answers: per-feature decisions, the selection, instance updates."""
+"""What a selector answers: per-feature decisions, the selection, instance updates.
+
+Plain data: how they are shown to clients is the engine's wire module's job.
+"""
 
 from __future__ import annotations
 
 import enum
-import math
 from dataclasses import dataclass
-from typing import Any
 
 
 class Reason(enum.StrEnum):
@@ -47,28 +48,6 @@ class Decision:
     evicted: tuple[Eviction, ...] = ()
     group: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        # On the hot path (one per column): the reason is a str already (StrEnum),
-        # and a non-finite score is left to the encoder, which writes null.
-        out: dict[str, Any] = {
-            "name": self.feature,
-            "accepted": self.accepted,
-            "evicted": [e.feature for e in self.evicted] if self.evicted else [],
-            "reason": self.reason,
-            "score": self.score,
-        }
-        if self.by is not None:
-            out["by"] = self.by
-        if self.group is not None:
-            out["group"] = self.group
-        return out
-
-
-def _json_float(x: float | None) -> float | None:
-    if x is None or not math.isfinite(x):
-        return None
-    return float(x)
-
 
 @dataclass(frozen=True)
 class SelectedFeature:
@@ -77,12 +56,6 @@ class SelectedFeature:
     name: str
     score: float | None = None
     group: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "score": _json_float(self.score)}
-        if self.group is not None:
-            out["group"] = self.group
-        return out
 
 
 @dataclass(frozen=True)
