@@ -11,6 +11,7 @@ from featurestream.selectors.decisions import (
     Reason,
     SelectedFeature,
 )
+from featurestream.selectors.fires import FIRES, FIRESParams
 from featurestream.selectors.fsds import FSDS, FSDSParams
 from featurestream.selectors.grafting import Grafting, GraftingParams
 from featurestream.selectors.group_saola import GroupSAOLA, GroupSAOLAParams
@@ -21,10 +22,11 @@ from featurestream.selectors.saola import SAOLA, SAOLAParams, SAOLAState
 
 REGISTRY: dict[str, type[Selector]] = {  # type: ignore[type-arg]
     cls.name: cls
-    for cls in (SAOLA, GroupSAOLA, OSFS, FastOSFS, AlphaInvesting, Grafting, OFS, FSDS)
+    for cls in (SAOLA, GroupSAOLA, OSFS, FastOSFS, AlphaInvesting, Grafting, OFS, FSDS, FIRES)
 }
 
 __all__ = [
+    "FIRES",
     "FSDS",
     "OFS",
     "OSFS",
@@ -34,6 +36,7 @@ __all__ = [
     "AlphaInvestingParams",
     "Decision",
     "Eviction",
+    "FIRESParams",
     "FSDSParams",
     "FastOSFS",
     "FastOSFSParams",
