@@ -11,8 +11,9 @@ ALGORITHMS.md, "NRFS on a window", steps 1-8, on the window's n instances X
 3. Noise removal: drop the ``noise_fraction`` most anomalous instances. The
    paper scores anomalousness with its authors' Fermi Density Descriptor, which
    has no public specification; it is replaced here by the local outlier
-   factor (scikit-learn's ``LocalOutlierFactor`` with min(20, n - 1)
-   neighbours), a standard density-based anomaly score.
+   factor (Breunig et al. 2000, min(20, n' - 1) neighbours), a standard
+   density-based anomaly score, computed over the n' distinct instances of
+   the window (see :func:`remove_noise` for duplicates).
 4. Representatives: density-preserving split of the remaining instances by
    repeated closest pair, halving the first half until it holds at most p.
 5. For each feature j, its q nearest features N(j) (itself first); for each
@@ -28,9 +29,10 @@ ALGORITHMS.md, "NRFS on a window", steps 1-8, on the window's n instances X
 
 Cost of one computation, with p representatives and q neighbours:
 pairwise instance distances O(n^2 m); the partial eigendecomposition O(n^3)
-(LAPACK, c eigenpairs of a dense n x n matrix); the local outlier factor about
-O(n^2 m) (exact neighbours); the closest-pair split O(n^2 log n) (one sort of
-all pairwise distances per halving, then a linear sweep); the feature
+(LAPACK, c eigenpairs of a dense n x n matrix); the local outlier factor
+O(n^2 m + n^2 log n) (exact neighbours, by sorting each row's distances); the
+closest-pair split O(n^2 log n) (one sort of all pairwise distances per
+halving, then a linear sweep); the feature
 neighbourhoods O(m^2 n) when q > 1; the subspace widths O(m n^2 q) (a median
 over all n(n-1)/2 pairs for each feature); the similarity layers O(p n m q);
 and the ridge fits O(p n m min(n, m) + p min(n, m)^3). With p a fixed
@@ -51,6 +53,8 @@ References
 ----------
 H. Huang, S. Yoo, D. Yu, H. Qin. "Noise Resistant Unsupervised Feature
 Selection via Multi Perspective Correlations." ICDM 2014.
+M. M. Breunig, H.-P. Kriegel, R. T. Ng, J. Sander. "LOF: Identifying
+Density-Based Local Outliers." SIGMOD 2000.
 M. Budka, B. Gabrys. "Density-Preserving Sampling: Robust and Efficient
 Alternative to Cross-Validation for Error Estimation." IEEE TNNLS 2013.
 """
@@ -215,24 +219,58 @@ def spectra(X: Matrix, c: int, *, similarity: Similarity, sigma: float | None) -
 # --- steps 3-4 ------------------------------------------------------------------
 
 
+def local_outlier_factor(Z: Matrix, k: int) -> Vector:
+    """The local outlier factor of every row of Z with k neighbours (1 <= k < len(Z)).
+
+    The k nearest neighbours of each row (itself excluded; equal distances:
+    lower index first), reach-dist(p, o) = max(k-distance(o), d(p, o)),
+    lrd(p) = 1 / (mean reach-dist(p, .) + 1e-10) and LOF(p) = mean over the
+    neighbours o of lrd(o) / lrd(p): scikit-learn's ``LocalOutlierFactor``
+    formula, written out so that no library warning can arise while a window
+    is scored, and ties are broken the same way everywhere.
+
+    Points 0, 1, 2 and 10 with k = 2: the k-distances are 2, 1, 2 and 9, the
+    mean reach-distances 1.5, 2, 1.5 and 8.5, so LOF(0) = (0.5 + 2/3) / 2 / (2/3)
+    = 0.875 and the isolated point 10 stands out.
+
+    >>> local_outlier_factor(np.array([[0.0], [1.0], [2.0], [10.0]]), 2).round(3).tolist()
+    [0.875, 1.333, 0.875, 4.958]
+    """
+    D = distance.squareform(distance.pdist(Z))
+    np.fill_diagonal(D, np.inf)
+    ind = np.argsort(D, axis=1, kind="stable")[:, :k]
+    dist = np.take_along_axis(D, ind, axis=1)
+    reach = np.maximum(dist, dist[ind, -1])
+    lrd = 1.0 / (reach.mean(axis=1) + 1e-10)
+    return np.asarray((lrd[ind] / lrd[:, None]).mean(axis=1), dtype=np.float64)
+
+
 def remove_noise(X: Matrix, noise_fraction: float) -> IntVector:
     """Window indices (ascending) of the instances kept by step 3.
 
     The ``floor(noise_fraction * n)`` instances with the largest local outlier
     factor are dropped; of equally anomalous instances the higher index goes
     first, so ties keep the lower index as everywhere else.
-    """
-    from sklearn.neighbors import LocalOutlierFactor
 
+    Duplicates: the factor is computed over the distinct instances, and every
+    copy of an instance gets its score. With copies counted as separate
+    points, k + 1 equal instances would have a density of 1e10 and make the
+    factor of their neighbours meaningless (scikit-learn warns of exactly
+    that). A window whose instances are all equal has no density contrast:
+    every score is 1, and the ties drop the highest indices.
+    """
     n = X.shape[0]
     # A small tolerance so that 0.1 * 1280 = 128.00000000000003 and
     # 0.29 * 100 = 28.999999999999996 both give the intended integer.
     drop = min(math.floor(noise_fraction * n + 1e-9), n - 1)
     if drop <= 0:
         return np.arange(n, dtype=np.intp)
-    lof = LocalOutlierFactor(n_neighbors=min(_LOF_NEIGHBOURS, n - 1))
-    lof.fit(X)
-    anomalousness = -np.asarray(lof.negative_outlier_factor_, dtype=np.float64)
+    distinct, inverse = np.unique(X, axis=0, return_inverse=True)
+    if distinct.shape[0] < 2:
+        anomalousness = np.ones(n)
+    else:
+        k = min(_LOF_NEIGHBOURS, distinct.shape[0] - 1)
+        anomalousness = local_outlier_factor(distinct, k)[inverse.reshape(-1)]
     order = np.lexsort((-np.arange(n), -anomalousness))
     return np.sort(order[drop:]).astype(np.intp)
 
@@ -450,6 +488,7 @@ __all__ = [
     "closest_pair_split",
     "density_preserving_sample",
     "feature_neighbours",
+    "local_outlier_factor",
     "nrfs",
     "remove_noise",
     "ridge_coefficients",

@@ -16,6 +16,7 @@ from featurestream.stats.nrfs import (
     closest_pair_split,
     density_preserving_sample,
     feature_neighbours,
+    local_outlier_factor,
     nrfs,
     remove_noise,
     ridge_coefficients,
@@ -220,3 +221,30 @@ def test_paper_synthetic_selects_the_four_informative_features(seed: int) -> Non
 @pytest.mark.parametrize("seed", range(100, 130))
 def test_paper_synthetic_thirty_data_sets(seed: int) -> None:
     check_paper_synthetic(seed)
+
+
+def test_local_outlier_factor_equals_the_library_formula() -> None:
+    from sklearn.neighbors import LocalOutlierFactor
+
+    Z = np.random.default_rng(21).normal(size=(120, 4))
+    ours = local_outlier_factor(Z, 20)
+    theirs = -LocalOutlierFactor(n_neighbors=20).fit(Z).negative_outlier_factor_
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+
+
+def test_noise_removal_scores_duplicates_as_one_instance() -> None:
+    # 25 copies of the origin and 15 scattered instances: counted as separate points
+    # the copies would have a density of 1e10 (the library warns, and the suite treats
+    # warnings as errors). Scored once, the copies are one ordinary point.
+    rng = np.random.default_rng(0)
+    X = np.vstack([np.zeros((25, 2)), rng.normal(size=(15, 2))])
+    kept = remove_noise(X, 0.1)  # 4 dropped
+    assert kept.size == 36 and set(range(25)) <= set(kept.tolist())
+    # The dropped ones are the 4 most anomalous of the 16 distinct instances.
+    scores = local_outlier_factor(X[24:], 15)
+    dropped = sorted(set(range(40)) - set(kept.tolist()))
+    assert dropped == sorted(24 + np.argsort(-scores, kind="stable")[:4])
+    # All instances equal: every score ties, the highest indices go.
+    assert remove_noise(np.ones((40, 3)), 0.1).tolist() == list(range(36))
+    out = nrfs(np.vstack([X, X[:5]]), 1, clusters=2, representatives=4)
+    assert len(out.selected) == 1
