@@ -15,6 +15,7 @@ from featurestream.selectors.fires import FIRES, FIRESParams
 from featurestream.selectors.fsds import FSDS, FSDSParams
 from featurestream.selectors.grafting import Grafting, GraftingParams
 from featurestream.selectors.group_saola import GroupSAOLA, GroupSAOLAParams
+from featurestream.selectors.nrfs import NRFS, NRFSParams
 from featurestream.selectors.ofs import OFS, OFSParams
 from featurestream.selectors.osfs import OSFS, FastOSFS, FastOSFSParams, OSFSParams
 from featurestream.selectors.params import Params
@@ -22,12 +23,13 @@ from featurestream.selectors.saola import SAOLA, SAOLAParams, SAOLAState
 
 REGISTRY: dict[str, type[Selector]] = {  # type: ignore[type-arg]
     cls.name: cls
-    for cls in (SAOLA, GroupSAOLA, OSFS, FastOSFS, AlphaInvesting, Grafting, OFS, FSDS, FIRES)
+    for cls in (SAOLA, GroupSAOLA, OSFS, FastOSFS, AlphaInvesting, Grafting, OFS, FSDS, FIRES, NRFS)
 }
 
 __all__ = [
     "FIRES",
     "FSDS",
+    "NRFS",
     "OFS",
     "OSFS",
     "REGISTRY",
@@ -47,6 +49,7 @@ __all__ = [
     "GroupSAOLAParams",
     "InstanceSelector",
     "InstanceUpdate",
+    "NRFSParams",
     "OFSParams",
     "OSFSParams",
     "Params",
