@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 import numpy as np
 
-from featurestream_client import _data
+from featurestream_client import _data, _groups
 from featurestream_client.errors import (
     FeatureStreamError,
     InvalidInput,
@@ -336,19 +336,19 @@ class StreamCore:
         chunk_columns: int | None = None,
         chunk_bytes: int | None = None,
     ) -> Op[FeaturesResult]:
-        parsed = _data.as_groups(groups)
+        parsed = _groups.as_groups(groups)
         if not parsed:
             raise InvalidInput("No groups to add.")
         self._check_kind("features")
         self._check_rows(parsed[0].cols.n_rows)
-        plan = _data.plan_groups(
+        plan = _groups.plan_groups(
             parsed, chunk_columns or self.chunking.columns, chunk_bytes or self.chunking.bytes
         )
         return (
             yield from self._post_chunks(
                 "/groups",
                 plan,
-                lambda b, seq: _data.groups_body(b, self.producer.name, seq),
+                lambda b, seq: _groups.groups_body(b, self.producer.name, seq),
                 FeaturesResult.from_json,
                 FeaturesResult.combine,
             )

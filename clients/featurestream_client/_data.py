@@ -2,15 +2,19 @@
 
 Everything is checked here before the first request is sent (numeric, finite,
 consistent lengths, unique names), so bad input fails on the client and
-changes nothing on the server. Dense columns travel as ``application/x-npy``
-(float64, names in ``X-Feature-Names``) when every name can sit in that
-comma-separated header; other names, and sparse columns, travel as JSON.
+changes nothing on the server. Feature columns travel binary: dense ones as
+``application/x-npy`` (float64, names in ``X-Feature-Names``) when every name
+can sit in that comma-separated ASCII header; sparse ones, and dense ones
+with other names, as ``application/x-npz`` (``scipy.sparse.save_npz`` of the
+``(n, b)`` CSC chunk, the names inside the archive as ``names.npy``, so any
+Unicode survives). Whole groups travel as JSON (see ``_groups``).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +29,7 @@ NPZ = "application/x-npz"
 Matrix = npt.NDArray[np.float64]
 
 # Rough JSON sizes, used only to keep requests under the byte budget.
-_JSON_NUMBER_BYTES = 24
+JSON_NUMBER_BYTES = 24
 _JSON_SPARSE_ENTRY_BYTES = 34
 
 
@@ -94,12 +98,29 @@ class Columns:
             return int(self.dense.shape[1])
         return int(self.csc.shape[1])
 
+    @property
+    def names_in_header(self) -> bool:
+        """Whether the columns travel as .npy, named in ``X-Feature-Names`` (else .npz)."""
+        return self.dense is not None and (
+            self.names is None or all(header_safe(n) for n in self.names)
+        )
+
     def column_bytes(self, j: int) -> int:
-        """Approximate body bytes of column ``j`` (npy for dense, JSON for sparse)."""
-        if self.dense is not None:
+        """Approximate binary body bytes of column ``j`` (.npy, or .npz with its name)."""
+        if self.names_in_header:
             return 8 * self.n_rows
-        nnz = int(self.csc.indptr[j + 1] - self.csc.indptr[j])
-        return 48 + _JSON_SPARSE_ENTRY_BYTES * nnz
+        nnz = self.n_rows if self.dense is not None else self.nnz(j)
+        name = 0 if self.names is None else 4 * len(self.names[j])
+        return 8 + 12 * nnz + name
+
+    def json_bytes(self, j: int) -> int:
+        """Approximate JSON bytes of column ``j``."""
+        if self.dense is not None:
+            return 48 + JSON_NUMBER_BYTES * self.n_rows
+        return 48 + _JSON_SPARSE_ENTRY_BYTES * self.nnz(j)
+
+    def nnz(self, j: int) -> int:
+        return int(self.csc.indptr[j + 1] - self.csc.indptr[j])
 
 
 def as_columns(data: Any, names: Sequence[str] | None = None) -> Columns:
@@ -161,9 +182,10 @@ def plan_chunks(
     """Consecutive column ranges, each within the column, body and header budgets."""
     out: list[Chunk] = []
     start, size, header = 0, 0, 0
+    in_header = cols.names is not None and cols.names_in_header
     for j in range(cols.n_cols):
         col_bytes = cols.column_bytes(j)
-        name_bytes = len(cols.names[j]) + 1 if cols.names is not None else 0
+        name_bytes = len(cols.names[j]) + 1 if in_header and cols.names is not None else 0
         full = j > start and (
             j - start >= max_columns
             or size + col_bytes > max_bytes
@@ -183,6 +205,25 @@ def npy_bytes(arr: npt.NDArray[Any]) -> bytes:
     buf = io.BytesIO()
     np.save(buf, np.ascontiguousarray(arr, dtype=np.float64), allow_pickle=False)
     return buf.getvalue()
+
+
+def npz_bytes(csc: Any, names: Sequence[str] | None = None) -> bytes:
+    """``scipy.sparse.save_npz`` of ``csc`` (uncompressed), with ``names.npy`` when named."""
+    import scipy.sparse
+
+    buf = io.BytesIO()
+    # Uncompressed: zlib costs more time than the bytes it saves are worth.
+    scipy.sparse.save_npz(buf, csc, compressed=False)
+    if names is not None:
+        member = io.BytesIO()
+        np.lib.format.write_array(member, np.array(names, dtype=str), allow_pickle=False)
+        with zipfile.ZipFile(buf, "a") as zf:
+            zf.writestr(NAMES_MEMBER, member.getvalue())
+    return buf.getvalue()
+
+
+#: The member of an .npz body of feature columns that holds their names.
+NAMES_MEMBER = "names.npy"
 
 
 def feature_json(cols: Columns, j: int, name: str, group: str | None = None) -> dict[str, Any]:
@@ -211,113 +252,35 @@ def dumps(obj: Any) -> bytes:
 
 
 def features_body(cols: Columns, chunk: Chunk, producer: str, seq: int) -> Body:
-    """One request of columns ``chunk``: npy when possible, else JSON."""
+    """One binary request of columns ``chunk``: .npy named in the header, else .npz."""
     names = None if cols.names is None else cols.names[chunk.start : chunk.stop]
-    if cols.dense is not None and (names is None or all(header_safe(n) for n in names)):
-        headers = {"Content-Type": NPY, "X-Seq": str(seq), "X-Producer": producer}
+    headers = {"X-Seq": str(seq), "X-Producer": producer}
+    if cols.names_in_header:
+        assert cols.dense is not None
         if names is not None:
             headers["X-Feature-Names"] = ",".join(names)
-        return Body(npy_bytes(cols.dense[:, chunk.start : chunk.stop]), headers)
-    # The server names unnamed npy columns "<seq>:<i>"; JSON columns get the same names.
+        return Body(
+            npy_bytes(cols.dense[:, chunk.start : chunk.stop]), {"Content-Type": NPY, **headers}
+        )
+    import scipy.sparse
+
+    if cols.dense is not None:
+        part = scipy.sparse.csc_matrix(cols.dense[:, chunk.start : chunk.stop])
+    else:
+        part = cols.csc[:, chunk.start : chunk.stop]
+    return Body(npz_bytes(part, names), {"Content-Type": NPZ, **headers})
+
+
+def features_json_body(cols: Columns, chunk: Chunk, producer: str, seq: int) -> Body:
+    """One request of columns ``chunk`` as JSON columns (``values``, or ``indices``/``data``)."""
+    names = None if cols.names is None else cols.names[chunk.start : chunk.stop]
+    # The server names unnamed binary columns "<seq>:<i>"; JSON columns get the same names.
     chosen = names or [f"{seq}:{i}" for i in range(chunk.stop - chunk.start)]
     features = [
         feature_json(cols, j, name)
         for j, name in zip(range(chunk.start, chunk.stop), chosen, strict=True)
     ]
     body = {"producer": producer, "seq": seq, "features": features}
-    return Body(dumps(body), {"Content-Type": "application/json"})
-
-
-# ---------------------------------------------------------------- groups
-
-
-@dataclass
-class Group:
-    name: str
-    cols: Columns
-
-    @property
-    def names(self) -> list[str]:
-        assert self.cols.names is not None
-        return self.cols.names
-
-
-def as_groups(groups: Any) -> list[Group]:
-    """``{"g1": data, ...}`` or ``[("g1", data), ...]`` as named, checked groups.
-
-    ``data`` is anything :func:`as_columns` reads, or a pair ``(data, names)``.
-    Columns of an array without names are called ``<group>:<i>``.
-    """
-    items = list(groups.items()) if hasattr(groups, "items") else list(groups)
-    out: list[Group] = []
-    seen: set[str] = set()
-    for item in items:
-        try:
-            gname, data = item
-        except (TypeError, ValueError):
-            raise InvalidInput(
-                "Groups are a mapping {name: data} or a list of (name, data) pairs."
-            ) from None
-        gname = str(gname)
-        if gname in seen:
-            raise InvalidInput(f"Group {gname!r} appears twice.")
-        seen.add(gname)
-        names = None
-        if isinstance(data, tuple) and len(data) == 2 and isinstance(data[1], (list, tuple)):
-            data, names = data
-        cols = as_columns(data, names)
-        if cols.names is None:
-            cols.names = [f"{gname}:{i}" for i in range(cols.n_cols)]
-        if cols.n_cols == 0:
-            raise InvalidInput(f"Group {gname!r} has no columns.")
-        out.append(Group(gname, cols))
-    names = [n for g in out for n in g.names]
-    if len(set(names)) != len(names):
-        dup = next(n for i, n in enumerate(names) if n in names[:i])
-        raise InvalidInput(f"Feature name {dup!r} appears in two groups.")
-    rows = {g.cols.n_rows for g in out}
-    if len(rows) > 1:
-        raise InvalidInput(f"Groups have different numbers of rows: {sorted(rows)}.")
-    return out
-
-
-def group_bytes(group: Group) -> int:
-    cols = group.cols
-    if cols.dense is not None:
-        return cols.n_cols * (48 + _JSON_NUMBER_BYTES * cols.n_rows)
-    return sum(cols.column_bytes(j) for j in range(cols.n_cols))
-
-
-def plan_groups(groups: Sequence[Group], max_columns: int, max_bytes: int) -> list[list[Group]]:
-    """Whole groups per request (a group is never split: it is decided as a whole)."""
-    out: list[list[Group]] = []
-    current: list[Group] = []
-    columns = size = 0
-    for g in groups:
-        b = group_bytes(g)
-        if current and (columns + g.cols.n_cols > max_columns or size + b > max_bytes):
-            out.append(current)
-            current, columns, size = [], 0, 0
-        current.append(g)
-        columns += g.cols.n_cols
-        size += b
-    if current:
-        out.append(current)
-    return out
-
-
-def groups_body(groups: Sequence[Group], producer: str, seq: int) -> Body:
-    body = {
-        "producer": producer,
-        "seq": seq,
-        "groups": [
-            {
-                "name": g.name,
-                "features": [feature_json(g.cols, j, n) for j, n in enumerate(g.names)],
-            }
-            for g in groups
-        ],
-    }
     return Body(dumps(body), {"Content-Type": "application/json"})
 
 
@@ -461,22 +424,22 @@ def iter_frames(
 
 
 __all__ = [
+    "JSON_NUMBER_BYTES",
+    "NAMES_MEMBER",
     "NPY",
     "NPZ",
     "Body",
     "Chunk",
     "Columns",
-    "Group",
     "Instances",
     "as_columns",
-    "as_groups",
     "as_instances",
     "features_body",
-    "groups_body",
+    "features_json_body",
     "instances_body",
     "instances_bytes",
     "iter_frames",
+    "npz_bytes",
     "plan_chunks",
-    "plan_groups",
     "plan_rows",
 ]

@@ -78,7 +78,7 @@ def test_given_url_is_used_and_its_memory_not_measured(live_url: str, tmp_path: 
     assert main([*argv, "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     service = next(r for r in data["results"] if r["mode"] == "service")
-    assert service["identical"] is True
+    assert service["identical"] is True and service["path"] == "sdk"  # the default
     assert service["peak_rss_bytes"] is None and "not spawned" in service["rss_note"]
     assert data["meta"]["server_spawned"] is False and data["meta"]["url_given"] is True
 
@@ -185,3 +185,49 @@ def test_latency_runs_repeat_on_one_server_and_report_the_spread_of_p99(
     assert "p99 over 2 runs: min" in text
     with pytest.raises(SystemExit):
         main([*argv, "--repeat", "0"])
+
+
+@pytest.mark.parametrize("path", ["sdk", "raw", "json"])
+def test_each_path_selects_what_the_selector_does_in_process(
+    live_url: str, tmp_path: Path, path: str
+) -> None:
+    out = tmp_path / "r.json"
+    argv = ["--quick", "--dataset", "dorothea", "--dataset", "stream-d1000", "--url", live_url]
+    argv += ["--algorithm", "saola", "--algorithm", "ofs", "--algorithm", "fsds"]
+    assert main([*argv, "--path", path, "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["meta"]["path"] == path
+    service = [r for r in data["results"] if r["mode"] == "service"]
+    assert {r["algorithm"] for r in service} == {"saola", "ofs", "fsds"}
+    for r in service:
+        assert r["path"] == path and r["identical"] is True and r["bytes_sent"] > 0
+        assert r["items"] == r["planned"]
+    assert all(r["path"] is None for r in data["results"] if r["mode"] == "in-process")
+
+
+@pytest.mark.parametrize(
+    ("writer", "ingest"),
+    [
+        ("sdk", "instances"),
+        ("json", "instances"),
+        ("websockets", "instances"),
+        ("sdk", "features"),
+        ("json", "features"),
+        ("raw", "features"),
+    ],
+)
+def test_latency_writers(
+    live_url: str, capsys: pytest.CaptureFixture[str], writer: str, ingest: str
+) -> None:
+    argv = ["latency", "--url", live_url, "--seconds", "0.5", "--rate", "40", "--quick"]
+    argv += ["--writer", writer, "--ingest", ingest, "--write-rate", "0", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["writer"] == writer and out["ingest"] == ingest
+    assert out["reads"] == 20 and out["not_ok"] == 0
+    assert out["writer_instances_per_second"] > 0
+
+
+def test_latency_features_take_no_plain_websockets_writer() -> None:
+    with pytest.raises(SystemExit):
+        main(["latency", "--ingest", "features", "--writer", "websockets"])

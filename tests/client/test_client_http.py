@@ -136,7 +136,7 @@ def test_dataframe_and_sparse_inputs_decide_like_dense_arrays(
     assert outcomes[0][1] == tuple(serial_saola(Xs, y, NAMES, alpha=0.05).selected())
 
 
-def test_names_that_cannot_travel_in_a_header_go_as_json(
+def test_names_that_cannot_travel_in_a_header_go_inside_an_npz(
     client: Client, wdbc_rows: tuple[np.ndarray, np.ndarray]
 ) -> None:
     X, y = wdbc_rows

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import zipfile
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 
 import featurestream_client as fc
-from featurestream_client import _core, _data, ws
+from featurestream_client import _core, _data, _groups, ws
 from featurestream_client._core import Call, Chunking, Producer, Reply, StreamCore
 from featurestream_client.models import Selection, StreamInfo
 
@@ -46,6 +47,17 @@ def test_chunks_respect_columns_bytes_and_header_budgets() -> None:
     assert spans(_data.plan_chunks(cols, 100, 1, 10**9)) == [(i, i + 1) for i in range(7)]
 
 
+def npz_parts(content: bytes) -> tuple[np.ndarray, list[str] | None]:
+    """The dense matrix and the ``names.npy`` member (None without one) of an .npz body."""
+    matrix = sp.load_npz(io.BytesIO(content)).toarray()
+    with zipfile.ZipFile(io.BytesIO(content)) as zf:
+        if "names.npy" not in zf.namelist():
+            return matrix, None
+        names = np.load(io.BytesIO(zf.read("names.npy")), allow_pickle=False)
+    assert names.dtype.kind == "U" and names.ndim == 1
+    return matrix, names.tolist()
+
+
 def test_dense_bodies_are_npy_unless_a_name_cannot_be_a_header() -> None:
     X = np.arange(12.0).reshape(4, 3)
     cols = _data.as_columns(X, ["a", "b", "c"])
@@ -58,29 +70,60 @@ def test_dense_bodies_are_npy_unless_a_name_cannot_be_a_header() -> None:
         assert not _data.header_safe(bad)
         cols = _data.as_columns(X, [bad, "b", "c"])
         body = _data.features_body(cols, _data.Chunk(0, 3), "p", 1)
-        doc = json.loads(body.content)
+        # The names travel inside an .npz archive instead.
+        assert body.headers["Content-Type"] == "application/x-npz"
+        assert "X-Feature-Names" not in body.headers
+        assert body.headers["X-Seq"] == "1" and body.headers["X-Producer"] == "p"
+        matrix, names = npz_parts(body.content)
+        np.testing.assert_array_equal(matrix, X)
+        assert names == [bad, "b", "c"]
+        doc = json.loads(_data.features_json_body(cols, _data.Chunk(0, 3), "p", 1).content)
         assert doc["features"][0] == {"name": bad, "values": X[:, 0].tolist()}
         assert doc["seq"] == 1 and doc["producer"] == "p"
 
 
-def test_sparse_bodies_carry_sorted_indices_and_default_names() -> None:
+def test_sparse_bodies_are_npz_with_the_names_inside() -> None:
     m = sp.coo_matrix(([3.0, 1.0, 2.0], ([2, 0, 2], [0, 0, 1])), shape=(4, 2))
     cols = _data.as_columns(m)
-    doc = json.loads(_data.features_body(cols, _data.Chunk(0, 2), "p", 5).content)
+    body = _data.features_body(cols, _data.Chunk(0, 2), "p", 5)
+    assert body.headers["Content-Type"] == "application/x-npz"
+    matrix, names = npz_parts(body.content)
+    np.testing.assert_array_equal(matrix, m.toarray())
+    assert names is None  # unnamed: the server names them "<seq>:<i>"
+    named = _data.as_columns(m, ["größe, in cm", "β"])
+    matrix, names = npz_parts(_data.features_body(named, _data.Chunk(1, 2), "p", 6).content)
+    np.testing.assert_array_equal(matrix, m.toarray()[:, 1:])
+    assert names == ["β"]
+
+
+def test_sparse_json_bodies_carry_sorted_indices_and_default_names() -> None:
+    m = sp.coo_matrix(([3.0, 1.0, 2.0], ([2, 0, 2], [0, 0, 1])), shape=(4, 2))
+    cols = _data.as_columns(m)
+    doc = json.loads(_data.features_json_body(cols, _data.Chunk(0, 2), "p", 5).content)
     assert doc["features"] == [
         {"name": "5:0", "indices": [0, 2], "data": [1.0, 3.0]},
         {"name": "5:1", "indices": [2], "data": [2.0]},
     ]
 
 
+def test_npz_chunks_ignore_the_header_budget() -> None:
+    m = sp.random(10, 50, density=0.2, format="csc", random_state=0)
+    names = [f"column-{j:04d}" for j in range(50)]
+    cols = _data.as_columns(m, names)
+    # The names are inside the body: a header budget of 20 bytes cuts nothing.
+    assert _data.plan_chunks(cols, 1000, 10**9, 20) == [_data.Chunk(0, 50)]
+    dense = _data.as_columns(m.toarray(), names)
+    assert len(_data.plan_chunks(dense, 1000, 10**9, 20)) == 50
+
+
 def test_groups_are_planned_whole() -> None:
-    groups = _data.as_groups({"a": np.ones((4, 3)), "b": np.ones((4, 2)), "c": np.ones((4, 4))})
-    plan = _data.plan_groups(groups, 5, 10**9)
+    groups = _groups.as_groups({"a": np.ones((4, 3)), "b": np.ones((4, 2)), "c": np.ones((4, 4))})
+    plan = _groups.plan_groups(groups, 5, 10**9)
     assert [[g.name for g in req] for req in plan] == [["a", "b"], ["c"]]
     with pytest.raises(fc.InvalidInput):
-        _data.as_groups([("a", np.ones((4, 1))), ("b", np.ones((5, 1)))])
+        _groups.as_groups([("a", np.ones((4, 1))), ("b", np.ones((5, 1)))])
     with pytest.raises(fc.InvalidInput):
-        _data.as_groups([("a", np.ones((4, 1))), ("a", np.ones((4, 1)))])
+        _groups.as_groups([("a", np.ones((4, 1))), ("a", np.ones((4, 1)))])
 
 
 def frames_as_lists(frames: Any) -> list[tuple[list[list[float]], list[float] | None]]:
@@ -139,12 +182,25 @@ def test_labelled_frames_are_binary_unlabelled_ones_json() -> None:
     frame = labelled.take()[0].data
     assert isinstance(frame, bytes)
     np.testing.assert_array_equal(np.load(io.BytesIO(frame)), np.column_stack([X, [1, -1, 1]]))
-    unlabelled = ws.InstanceFeed(iter([(X, None)]), first_seq=4)
-    assert json.loads(unlabelled.take()[0].data) == {"seq": 4, "X": X.tolist()}
+    # The first unlabelled frame is JSON, alone: it asks the stream whether it takes them.
+    unlabelled = ws.InstanceFeed(iter([(X, None)] * 3), first_seq=4)
+    assert [json.loads(f.data) for f in unlabelled.take()] == [{"seq": 4, "X": X.tolist()}]
+    assert unlabelled.take() == []
+    unlabelled.receive(json.dumps({"ack": 4, "version": 1, "instances_seen": 3}))
+    frames = unlabelled.take()
+    assert [f.seq for f in frames] == [5, 6] and unlabelled.unlabelled_binary is True
+    np.testing.assert_array_equal(np.load(io.BytesIO(frames[0].data)), X)  # type: ignore[arg-type]
+    # A supervised stream refuses it: the others stay JSON.
+    refused = ws.InstanceFeed(iter([(X, None)] * 2), first_seq=1, on_error="skip")
+    refused.take()
+    problem = {"status": 422, "detail": "ofs needs labels y for every instance."}
+    refused.receive(json.dumps({"type": "error", "error": problem, "seq": 1}))
+    assert refused.unlabelled_binary is False
+    assert json.loads(refused.take()[0].data) == {"seq": 2, "X": X.tolist()}
 
 
 def test_a_refused_frame_stops_new_frames_when_raising() -> None:
-    frames = iter([(np.ones((1, 1)), None)] * 5)
+    frames = iter([(np.ones((1, 1)), np.ones(1))] * 5)
     feed = ws.InstanceFeed(frames, first_seq=1, window=3, on_error="raise")
     feed.take()
     problem = {"type": "/problems/invalid-input", "status": 422, "detail": "bad"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import itertools
 import threading
 import time
@@ -13,7 +14,7 @@ import pytest
 
 import featurestream_client as fc
 from featurestream.config import Settings
-from featurestream_client import AsyncClient, Client, RetryPolicy, Selection
+from featurestream_client import AsyncClient, Client, RetryPolicy, Selection, ws
 from featurestream_client.client import SubscribeMode
 from tests import support
 from tests.client.live import WS_MISSING, LiveServer, TcpProxy, has_websocket_route
@@ -252,3 +253,78 @@ def test_instances_are_not_streamed_to_a_feature_stream(client: Client) -> None:
     with pytest.raises(fc.WrongStreamKind):
         s.stream_instances(np.ones((5, 2)))
     assert s.next_seq == 1
+
+
+class _Recorder:
+    """A client connection that records what is sent on it (everything else passes through)."""
+
+    def __init__(self, conn: object, sent: list[str | bytes], opened: list[object]) -> None:
+        self._conn = conn
+        self._sent = sent
+        opened.append(conn)
+
+    def send(self, data: str | bytes) -> None:
+        self._sent.append(data)
+        self._conn.send(data)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._conn, name)
+
+
+def _recording(client: Client, monkeypatch: pytest.MonkeyPatch) -> tuple[list, list]:
+    sent: list[str | bytes] = []
+    opened: list[object] = []
+    connect = client._ws_connect
+    monkeypatch.setattr(
+        client, "_ws_connect", lambda path, query: _Recorder(connect(path, query), sent, opened)
+    )
+    return sent, opened
+
+
+@needs_ws
+def test_unsupervised_frames_travel_binary_without_compression(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    params = support.expected()["instance_streams"]["fsds"]["params"]
+    sent, opened = _recording(client, monkeypatch)
+    s = client.create_stream("fsds", feature_names=FEATURES, params=params)
+    got = s.stream_instances(X, batch_size=200, window=4)
+    ref = client.create_stream("fsds", feature_names=FEATURES, params=params)
+    want = ref.stream_instances(X, batch_size=200, binary=False)
+    assert got.instances_seen == 2000 and got.seqs == tuple(range(1, 11))
+    assert got.selected == want.selected
+    # The first unlabelled frame asks the stream (JSON); every later one is .npy.
+    assert isinstance(sent[0], str)
+    assert len(sent) >= 10 and all(isinstance(f, bytes) for f in sent[1:10])
+    assert np.load(io.BytesIO(sent[1])).shape == (200, 100)
+    # The SDK offers no permessage-deflate, so none is negotiated.
+    assert opened and all(conn.protocol.extensions == [] for conn in opened)  # type: ignore[attr-defined]
+
+
+@needs_ws
+def test_unlabelled_frames_to_a_supervised_stream_stay_json(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent, _ = _recording(client, monkeypatch)
+    s = client.create_stream("ofs", feature_names=FEATURES, params=OFS["params"])
+    result = s.stream_instances(X[:300], batch_size=100, on_error="skip")
+    # A supervised selector refuses frames without labels; none is read as labelled .npy.
+    assert result.instances_seen == 0 and len(result.errors) == 3
+    assert sent and all(isinstance(f, str) for f in sent)
+    assert s.selected().features == ()
+
+
+@needs_ws
+def test_async_frames_are_not_compressed(live: LiveServer) -> None:
+    async def go() -> list[object]:
+        async with AsyncClient(live.url, timeout=30) as c:
+            url = ws.ws_url(c.url, "/v1/streams/nope/ws", {})
+            from websockets.asyncio.client import connect
+
+            conn = await connect(url, **c._ws_options())
+            try:
+                return list(conn.protocol.extensions)
+            finally:
+                await conn.close()
+
+    assert asyncio.run(go()) == []

@@ -137,6 +137,72 @@ def load_npz(data: bytes, max_bytes: int) -> Any:
     return M.astype(np.float64)
 
 
+#: The optional member of a feature-columns .npz body that names its columns.
+NAMES_MEMBER = "names.npy"
+
+
+def load_npz_columns(
+    data: bytes, max_bytes: int, header_names: list[str] | None = None
+) -> tuple[Any, list[str] | None]:
+    """Feature columns of an .npz body: ``(b x n CSR matrix, names or None)``.
+
+    The body is ``scipy.sparse.save_npz`` of an ``(n, b)`` matrix (rows are
+    instances, like .npy), optionally with the member ``names.npy``: a 1-D
+    array of b str naming the columns, so any name survives (a header holds
+    only ASCII without commas). A body giving names both in the archive and in
+    ``X-Feature-Names`` must give the same ones. The names then go through the
+    same checks as header names (the engine's), whichever way they came.
+    """
+    M = load_npz(data, max_bytes)
+    if M.ndim != 2:
+        raise InvalidInput(f"The sparse matrix must be 2-D; got shape {M.shape}.", field="body")
+    names = npz_names(data, int(M.shape[1]))
+    if names is not None and header_names is not None and names != header_names:
+        raise InvalidInput(
+            f"X-Feature-Names and the body's {NAMES_MEMBER} name the columns differently.",
+            field="X-Feature-Names",
+        )
+    # Rows are instances, columns features (like .npy): CSC in, CSR rows out.
+    return M.T.tocsr(), names if names is not None else header_names
+
+
+def npz_names(data: bytes, count: int) -> list[str] | None:
+    """The column names of an .npz body's ``names.npy`` member (None without one).
+
+    Read without unpickling: an object array is refused, as are bytes, numbers
+    and any shape other than one name per column.
+    """
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            if NAMES_MEMBER not in zf.namelist():
+                return None
+            raw = zf.read(NAMES_MEMBER)
+    except (zipfile.BadZipFile, ValueError, OSError):
+        return None  # load_npz has already refused a body that is not a zip
+    field = f"body:{NAMES_MEMBER}"
+    try:
+        arr = np.load(io.BytesIO(raw), allow_pickle=False)
+    except Exception:  # object arrays (pickles) and unreadable bytes alike
+        raise InvalidInput(
+            f"{NAMES_MEMBER} must be a readable .npy array of str (object arrays are refused).",
+            field=field,
+        ) from None
+    if not isinstance(arr, np.ndarray) or arr.dtype.kind != "U":
+        raise InvalidInput(
+            f"{NAMES_MEMBER} must hold str; got dtype {getattr(arr, 'dtype', type(arr))}.",
+            field=field,
+        )
+    if arr.ndim != 1 or arr.shape[0] != count:
+        raise InvalidInput(
+            f"{NAMES_MEMBER} must be 1-D with one name per column ({count}); "
+            f"got shape {arr.shape}.",
+            field=field,
+        )
+    return [str(name) for name in arr.tolist()]
+
+
 def load_sparse_instances(data: bytes, max_bytes: int) -> Any:
     """A sparse batch of instances (``scipy.sparse.save_npz``, m x d) as a CSR matrix."""
     M = load_npz(data, max_bytes)
@@ -171,10 +237,13 @@ def split_labels(A: Any, supervised: bool, what: str) -> tuple[Any, Any]:
 
 
 __all__ = [
+    "NAMES_MEMBER",
     "load_npy",
     "load_npy_frame",
     "load_npz",
+    "load_npz_columns",
     "load_sparse_instances",
     "npy_view",
+    "npz_names",
     "split_labels",
 ]

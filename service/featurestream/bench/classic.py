@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from featurestream.bench.runs import stream_frames
+from featurestream.bench.instance_runs import stream_frames
 from featurestream.bench.server import spawn_server
 from featurestream.selectors import REGISTRY
 from featurestream.selectors.base import FeatureSelector, InstanceSelector

@@ -1,64 +1,28 @@
-"""``featurestream bench``: argument parsing and the paper-scale suite."""
+"""``featurestream bench``: argument parsing, and which run each subcommand starts."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
-import platform
 import sys
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from featurestream.bench import classic, scaling
-from featurestream.bench.datasets import (
-    FEATURE_SPECS,
-    INSTANCE_SPECS,
-    FeatureData,
-    InstanceData,
-    feature_spec,
-    instance_spec,
-    make_features,
-    make_instances,
+from featurestream.bench.server import spawn_server
+from featurestream.bench.suite import (
+    DATASETS,
+    DEFAULT_REDIS,
+    TARGETS,
+    blas_limit,
+    main_suite,
+    render_table,
 )
-from featurestream.bench.runs import (
-    RunResult,
-    compare,
-    default_params,
-    features_in_process,
-    features_service,
-    instances_in_process,
-    instances_service,
-    run_result,
-    window_for,
-)
-from featurestream.bench.server import SpawnedServer, spawn_server
+from featurestream.bench.suite import judge as suite_judge
 from featurestream.selectors import REGISTRY
 from featurestream.selectors.base import FeatureSelector, InstanceSelector
-
-DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
-DATASETS = (*FEATURE_SPECS, *INSTANCE_SPECS)
-FEATURE_ALGORITHMS = tuple(n for n, c in REGISTRY.items() if issubclass(c, FeatureSelector))
-INSTANCE_ALGORITHMS = tuple(n for n, c in REGISTRY.items() if issubclass(c, InstanceSelector))
-
-# (dataset, algorithm, mode) -> (the bound, its unit): what the full-size runs are held to.
-TARGETS: dict[tuple[str, str, str], tuple[float, str]] = {
-    ("dorothea", "saola", "service"): (2.0, "s"),
-    ("thrombin", "saola", "service"): (3.0, "s"),
-    ("news20", "saola", "service"): (30.0, "s"),
-    ("dorothea", "fast_osfs", "service"): (20.0, "s"),
-    ("dorothea", "fast_osfs", "in-process"): (20.0, "s"),
-    ("dorothea", "alpha_investing", "service"): (5.0, "s"),
-    ("dorothea", "alpha_investing", "in-process"): (5.0, "s"),
-    ("stream-d100000", "ofs", "service"): (5000.0, "inst/s"),
-    ("stream-d100000", "ofs", "in-process"): (5000.0, "inst/s"),
-}
-RSS_TARGET = 2 << 30  # peak server RSS of SAOLA on news20 through the service
-
 
 DESCRIPTION = """\
 Measure selectors in process and through the service.
@@ -68,9 +32,13 @@ paper (dorothea, thrombin, news20, dense; instance streams stream-d1000 and
 stream-d100000), with planted relevant and redundant features. Each selected
 algorithm runs on each data set of its kind, in process and end to end through
 a server (spawned on --store, by default Redis at redis://127.0.0.1:6379/0
-with a fresh key prefix, unless --url names one). Feature streams are posted
-in chunks of --chunk columns (application/x-npz for sparse sets), instance
-streams as pipelined .npy WebSocket frames. Reports wall time, columns or
+with a fresh key prefix, unless --url names one). Service runs go the way a
+user's data goes (--path sdk, the default): the Python SDK gets the data set's
+own scipy.sparse or numpy objects (add_features in requests of --chunk
+columns, stream_instances over a WebSocket), encoding timed. --path raw sends
+bodies and frames encoded beforehand (application/x-npz for sparse sets,
+.npy otherwise; encoding not timed), --path json JSON columns (indices/data)
+or frames encoded beforehand. Reports wall time, columns or
 instances per second, peak server RSS, bytes sent, the service / in-process
 ratio, the selected count, the planted recall, and whether both selections are
 identical.
@@ -81,9 +49,10 @@ against d (OFS, FSDS), in process; plots to --plot when matplotlib is
 installed.
 
 Latency (`featurestream bench latency`): GET /selected at --rate requests per
-second for --seconds while another process streams OFS frames into the same
-stream; prints the read latency percentiles (measured from each read's
-scheduled time) and the write rate.
+second for --seconds while another process writes into the same stream (OFS
+frames, or with --ingest features SAOLA columns of a dorothea-like set) by
+--writer raw, sdk, json or websockets; prints the read latency percentiles
+(measured from each read's scheduled time) and the write rate.
 
 Without --dataset, --quick or --scaling: the original single-run modes
 (--mode features|instances, --columns, --rows, --repeat, ...).
@@ -124,6 +93,30 @@ def build_parser() -> argparse.ArgumentParser:
         "--params",
         default="{}",
         help="JSON params, for every algorithm or keyed by algorithm name",
+    )
+    p.add_argument(
+        "--path",
+        choices=["sdk", "raw", "json"],
+        default="sdk",
+        help="suite: how service runs send the data: sdk (the Python SDK from the data "
+        "set's own scipy.sparse/numpy objects, encoding timed), raw (binary .npz/.npy bodies "
+        "and frames encoded beforehand, not timed) or json (JSON columns or frames, encoded "
+        "beforehand)",
+    )
+    p.add_argument(
+        "--writer",
+        choices=["raw", "sdk", "json", "websockets"],
+        default="raw",
+        help="latency: how the writer sends: raw (float32 .npy frames / .npz bodies encoded "
+        "beforehand), sdk (the Python SDK), json (JSON requests encoded beforehand) or "
+        "websockets (a plain websockets client, default connect options, float64 .npy frames)",
+    )
+    p.add_argument(
+        "--ingest",
+        choices=["instances", "features"],
+        default="instances",
+        help="latency: the writer streams OFS instances (d = 1,000, frames of 100), or "
+        "ingests dorothea-like feature columns into SAOLA (--quick: a small set)",
     )
     p.add_argument(
         "--chunk",
@@ -225,12 +218,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.repeat < 1:
         parser.error("--repeat must be at least 1")
     if latency_cmd:
+        if args.ingest == "features" and args.writer == "websockets":
+            parser.error("--ingest features takes --writer raw, sdk or json")
         return _main_latency(args)
     if scaling_cmd or args.scaling:
-        with _blas_limit(args.blas_threads):
+        with blas_limit(args.blas_threads):
             return _main_scaling(args)
     if args.dataset or args.quick:
-        return _main_suite(args, params)
+        return main_suite(args, params)
     return _main_classic(parser, args, params)
 
 
@@ -244,7 +239,17 @@ def _main_latency(args: argparse.Namespace) -> int:
 
     def runs(url: str, label: str) -> list[latency.LatencyResult]:
         return [
-            latency.measure(url, label, args.rate, args.seconds, args.write_rate)
+            latency.measure(
+                url,
+                label,
+                args.rate,
+                args.seconds,
+                args.write_rate,
+                writer=args.writer,
+                ingest=args.ingest,
+                chunk=args.chunk or (1_000 if args.quick else 20_000),
+                quick=args.quick,
+            )
             for _ in range(args.repeat)
         ]
 
@@ -278,266 +283,12 @@ def _main_classic(
         if not issubclass(cls, InstanceSelector):
             parser.error(f"--mode instances needs an instance-stream algorithm, not {cls.name}")
         params = {"num_features": 10, **params}
-        with _blas_limit(args.blas_threads):
+        with blas_limit(args.blas_threads):
             return classic.main_instances(args, params)
     if not issubclass(REGISTRY[args.algorithm], FeatureSelector):
         parser.error("--mode features needs a feature-stream algorithm")
-    with _blas_limit(args.blas_threads):
+    with blas_limit(args.blas_threads):
         return classic.main_features(args, params)
-
-
-# --------------------------------------------------------------------------- suite
-
-
-def _selected(values: list[str] | None, everything: Sequence[str], quick: bool) -> list[str]:
-    if not values:
-        return list(everything) if quick else []
-    if "all" in values:
-        return list(everything)
-    return list(dict.fromkeys(values))
-
-
-def _params_for(params: dict[str, Any], algorithm: str, data: FeatureData | InstanceData) -> Any:
-    base = default_params(algorithm, data)
-    if params and set(params) <= set(REGISTRY):
-        return {**base, **params.get(algorithm, {})}
-    return {**base, **params}
-
-
-@contextlib.contextmanager
-def _blas_limit(threads: int) -> Iterator[str | None]:
-    """Cap this process's BLAS threads like the spawned server's (threadpoolctl, if present)."""
-    if threads <= 0:
-        yield None
-        return
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        yield "threadpoolctl is not installed: in-process BLAS threads are not capped"
-        return
-    with threadpool_limits(limits=threads, user_api="blas"):
-        yield None
-
-
-@contextlib.contextmanager
-def _server(
-    args: argparse.Namespace, wanted: bool = True
-) -> Iterator[tuple[str | None, SpawnedServer | None]]:
-    if args.skip_service or not wanted:
-        yield None, None
-    elif args.url:
-        yield args.url, None
-    else:
-        threads = args.server_blas_threads if args.server_blas_threads is not None else 1
-        with spawn_server(
-            args.store or DEFAULT_REDIS, blas_threads=threads if threads > 0 else None
-        ) as server:
-            yield server.url, server
-
-
-def _main_suite(args: argparse.Namespace, params: dict[str, Any]) -> int:
-    if args.chunk is None:
-        # Small chunks in quick runs, so that every stream spans several requests.
-        args.chunk = 1_000 if args.quick else 20_000
-    datasets = _selected(args.dataset, DATASETS, args.quick)
-    algorithms = _selected(args.algorithm, list(REGISTRY), args.quick)
-    if not args.dataset and not args.quick:
-        datasets = list(DATASETS)
-    if not algorithms:
-        algorithms = ["saola", "ofs"]
-    log = sys.stderr
-    results: list[RunResult] = []
-    spawned = False
-    load_start = _load()
-    if load_start is not None and load_start[0] > (os.cpu_count() or 1):
-        print(
-            f"warning: load average {load_start[0]:.1f} on {os.cpu_count()} CPUs: "
-            "other processes compete with the measurements",
-            file=log,
-        )
-    started = time.perf_counter()
-    fresh = args.fresh_server if args.fresh_server is not None else not args.quick
-    with _blas_limit(args.blas_threads) as blas_note, _server(args, not fresh) as shared:
-        if blas_note:
-            print(blas_note, file=log)
-        for name in datasets:
-            feature_set = name in FEATURE_SPECS
-            wanted = [
-                a
-                for a in algorithms
-                if a in (FEATURE_ALGORITHMS if feature_set else INSTANCE_ALGORITHMS)
-            ]
-            if not wanted:
-                continue
-            t0 = time.perf_counter()
-            data: FeatureData | InstanceData = (
-                make_features(feature_spec(name, args.quick), args.seed)
-                if feature_set
-                else make_instances(instance_spec(name, args.quick), args.seed)
-            )
-            print(f"{name}: generated in {time.perf_counter() - t0:.1f} s", file=log, flush=True)
-            for algorithm in wanted:
-                if fresh:
-                    # A server of its own per run: its peak RSS is this run's alone.
-                    with _server(args, True) as (url, server):
-                        results += _run_pair(args, url, server, data, algorithm, params, log)
-                        spawned = spawned or server is not None
-                else:
-                    url, server = shared
-                    results += _run_pair(args, url, server, data, algorithm, params, log)
-                    spawned = spawned or server is not None
-    total = time.perf_counter() - started
-    for r in results:
-        _judge(r, args.quick)
-    print(render_table(results))
-    if args.url and not args.skip_service:
-        print("peak RSS: the server was not spawned by the bench, so it is not measured")
-    if args.json is not None:
-        payload = {
-            "meta": {
-                "quick": args.quick,
-                "seed": args.seed,
-                "chunk": args.chunk,
-                "budget_seconds": args.budget,
-                "store": None if (args.url or args.skip_service) else (args.store or DEFAULT_REDIS),
-                "url_given": bool(args.url),
-                "server_spawned": spawned,
-                "fresh_server_per_run": fresh,
-                "blas_threads": args.blas_threads,
-                "python": platform.python_version(),
-                "machine": platform.machine(),
-                "cpus": os.cpu_count(),
-                "total_seconds": total,
-                "load_average_start": load_start,
-                "load_average_end": _load(),
-            },
-            "results": [asdict(r) for r in results],
-        }
-        text = json.dumps(payload, indent=2)
-        if args.json == "-":
-            print(text)
-        else:
-            Path(args.json).write_text(text + "\n", encoding="utf-8")
-    failed = [r for r in results if r.error]
-    return 1 if failed else 0
-
-
-def _load() -> tuple[float, float, float] | None:
-    """The 1, 5 and 15 minute load averages (None where the platform has none)."""
-    try:
-        return os.getloadavg()
-    except (AttributeError, OSError):
-        return None
-
-
-def _run_pair(
-    args: argparse.Namespace,
-    url: str | None,
-    server: SpawnedServer | None,
-    data: FeatureData | InstanceData,
-    algorithm: str,
-    params: dict[str, Any],
-    log: Any,
-) -> list[RunResult]:
-    p = _params_for(params, algorithm, data)
-    out: list[RunResult] = []
-    try:
-        if isinstance(data, FeatureData):
-            ref = features_in_process(data, algorithm, p, args.chunk, args.budget)
-        else:
-            ref = instances_in_process(data, algorithm, p, args.budget)
-    except Exception as exc:  # reported in the table; the suite goes on
-        ref = _failed(data, algorithm, "in-process", p, exc)
-    out.append(ref)
-    print(_line(ref), file=log, flush=True)
-    if url is None:
-        return out
-    try:
-        if isinstance(data, FeatureData):
-            svc = features_service(url, data, algorithm, p, args.chunk, args.budget, server)
-        else:
-            frames_per_second = ref.rate / data.spec.frame if ref.error is None else None
-            svc = instances_service(
-                url, data, algorithm, p, args.budget, server, window_for(frames_per_second)
-            )
-        if ref.error is None:
-            compare(svc, ref)
-    except Exception as exc:
-        svc = _failed(data, algorithm, "service", p, exc)
-    out.append(svc)
-    print(_line(svc), file=log, flush=True)
-    return out
-
-
-def _failed(
-    data: FeatureData | InstanceData,
-    algorithm: str,
-    mode: str,
-    params: dict[str, Any],
-    exc: Exception,
-) -> RunResult:
-    result = run_result(data, algorithm, mode, params, 0, 0.0, [])
-    result.complete = False
-    result.error = f"{type(exc).__name__}: {exc}"[:500]
-    return result
-
-
-def _judge(r: RunResult, quick: bool) -> None:
-    """Attach the target of a full-size run (as ``target`` and ``met`` in the JSON)."""
-    bound = TARGETS.get((r.dataset, r.algorithm, r.mode))
-    if quick or bound is None or r.error or not r.complete:
-        return
-    value, unit = bound
-    met = r.seconds <= value if unit == "s" else r.rate >= value
-    if r.dataset == "news20" and r.mode == "service" and r.peak_rss_bytes is not None:
-        met = met and r.peak_rss_bytes < RSS_TARGET
-    r.target = f"{'<=' if unit == 's' else '>='} {value:g} {unit}"
-    r.met = met
-
-
-def _fmt_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
-
-
-def _line(r: RunResult) -> str:
-    if r.error:
-        return f"  {r.dataset} {r.algorithm} {r.mode}: ERROR {r.error}"
-    unit = "cols" if r.kind == "features" else "inst"
-    done = "" if r.complete else f" (stopped at {r.items} of {r.planned})"
-    return (
-        f"  {r.dataset} {r.algorithm} {r.mode}: {r.seconds:.2f} s, {r.rate:,.0f} {unit}/s, "
-        f"{r.selected} selected, recall {r.recall:.2f}{done}"
-    )
-
-
-def render_table(results: Sequence[RunResult]) -> str:
-    head = (
-        f"{'dataset':<15}{'algorithm':<16}{'mode':<11}{'items':>10}{'seconds':>9}"
-        f"{'items/s':>11}{'peak RSS':>11}{'sent':>11}{'ratio':>7}{'sel':>6}{'recall':>7}"
-        f"{'same':>6}  target"
-    )
-    lines = [head, "-" * len(head)]
-    for r in results:
-        if r.error:
-            lines.append(f"{r.dataset:<15}{r.algorithm:<16}{r.mode:<11}  ERROR {r.error[:80]}")
-            continue
-        items = f"{r.items}" + ("" if r.complete else "*")
-        same = "" if r.identical is None else ("yes" if r.identical else "NO")
-        ratio = "" if r.ratio is None else f"{r.ratio:.2f}"
-        verdict = "" if r.target is None else f"{r.target} {'met' if r.met else 'MISSED'}"
-        lines.append(
-            f"{r.dataset:<15}{r.algorithm:<16}{r.mode:<11}{items:>10}{r.seconds:>9.2f}"
-            f"{r.rate:>11,.0f}{_fmt_bytes(r.peak_rss_bytes):>11}{_fmt_bytes(r.bytes_sent):>11}"
-            f"{ratio:>7}{r.selected:>6}{r.recall:>7.2f}{same:>6}  {verdict}"
-        )
-    if any(not r.complete and not r.error for r in results):
-        lines.append("* stopped when the --budget ran out (rates cover what was applied)")
-    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- scaling
@@ -567,3 +318,6 @@ def _wanted(chosen: list[str] | None, algorithm: str) -> bool:
 
 
 __all__ = ["TARGETS", "build_parser", "main", "render_table"]
+
+# The suite's judge, for tests and callers of the command module.
+_judge = suite_judge

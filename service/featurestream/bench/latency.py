@@ -1,16 +1,20 @@
 """Read latency under write load: ``featurestream bench latency``.
 
-A writer process streams an OFS instance stream (dense frames of 100
-instances, d = 1,000) over one WebSocket, at ``--write-rate`` instances per
-second or, with 0, as fast as the server acknowledges (a saturated server),
-while this process reads ``GET /v1/streams/{id}/selected`` of the same stream
-on a fixed schedule (``--rate`` requests per second, open loop). Each read's
-latency is measured from the moment it was *scheduled*, so a slow answer also
-counts against the reads that had to wait behind it (no coordinated omission);
+A writer process (``writers.py``) streams an OFS instance stream (dense frames
+of 100 instances, d = 1,000), at ``--write-rate`` instances per second or,
+with 0, as fast as the server acknowledges (a saturated server), by the path
+``--writer`` names (raw binary frames, the SDK, JSON requests, or a plain
+``websockets`` client); or, with ``--ingest features``, ingests dorothea-like
+feature columns into SAOLA (the SDK, raw .npz or JSON requests) as fast as
+the server answers. Meanwhile this process reads
+``GET /v1/streams/{id}/selected`` of the same stream on a fixed schedule
+(``--rate`` requests per second, open loop). Each read's latency is measured
+from the moment it was *scheduled*, so a slow answer also counts against the
+reads that had to wait behind it (no coordinated omission);
 the p99 from the moment each read was actually sent is reported beside it, as
 the reader itself may wake late on a busy machine.
 Reported: the percentiles of the read latency, the reads per second achieved,
-and the writer's instances per second over the same interval.
+and the writer's instances (or columns) per second over the same interval.
 
 The writer runs in its own process so that its sending does not compete with
 the reader for this interpreter's lock.
@@ -19,19 +23,16 @@ the reader for this interpreter's lock.
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import multiprocessing as mp
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import numpy as np
 
-FRAME = 100
-DIM = 1_000
+from featurestream.bench.writers import DIM
 
 
 @dataclass
@@ -49,6 +50,8 @@ class LatencyResult:
     not_ok: int
     write_rate: float  # asked for (0: as fast as the server acknowledges)
     writer_instances_per_second: float
+    writer: str = "raw"  # how the writer sends (raw, sdk, json, websockets)
+    ingest: str = "instances"  # what it writes: OFS instances or SAOLA feature columns
     # Share of the machine's CPU time the hypervisor gave to other guests during the
     # reads (Linux /proc/stat "steal"; None elsewhere): tails grow with it.
     steal_percent: float | None = None
@@ -77,65 +80,6 @@ def steal_percent(before: tuple[int, int] | None, after: tuple[int, int] | None)
     if before is None or after is None or after[1] <= before[1]:
         return None
     return 100.0 * (after[0] - before[0]) / (after[1] - before[1])
-
-
-def _frames(count: int, seed: int = 0) -> list[bytes]:
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(count):
-        X = rng.normal(size=(FRAME, DIM)).astype(np.float32)
-        y = np.where(X[:, 0] + X[:, 1] > 0, 1.0, -1.0).astype(np.float32)
-        buf = io.BytesIO()
-        np.save(buf, np.column_stack([X, y]))
-        out.append(buf.getvalue())
-    return out
-
-
-def _writer(
-    url: str, sid: str, stop: Any, counter: Any, write_rate: float, window: int = 64
-) -> None:
-    """Stream frames until ``stop`` is set; ``counter`` receives the instances acknowledged.
-
-    ``write_rate`` instances per second (frame k is sent at k * FRAME / write_rate
-    seconds), or as fast as the server acknowledges when 0.
-    """
-    import threading
-
-    from websockets.sync.client import connect
-
-    payloads = _frames(50)
-    ws_url = url.replace("http://", "ws://", 1) + f"/v1/streams/{sid}/ws?producer=writer"
-    with connect(ws_url, max_size=None, compression=None, ping_interval=None) as ws:
-        json.loads(ws.recv(timeout=60))
-        room = threading.Semaphore(window)
-        sent = [0]
-
-        def send() -> None:
-            i = 0
-            t0 = time.perf_counter()
-            while not stop.is_set():
-                if write_rate > 0:
-                    wait = t0 + i * FRAME / write_rate - time.perf_counter()
-                    if wait > 0:
-                        time.sleep(wait)
-                room.acquire()
-                ws.send(payloads[i % len(payloads)])
-                sent[0] += 1
-                i += 1
-
-        threading.Thread(target=send, daemon=True).start()
-        acked = 0
-        while not stop.is_set() or acked < sent[0]:
-            try:
-                msg = json.loads(ws.recv(timeout=1.0))
-            except TimeoutError:
-                continue
-            if "ack" in msg:
-                acked += 1
-                counter.value = acked * FRAME
-                room.release()
-            elif "error" in msg:
-                raise RuntimeError(f"frame refused: {msg['error']}")
 
 
 _IDLE_SECONDS = 2.0
@@ -270,9 +214,15 @@ def measure(
     seconds: float,
     write_rate: float = 0.0,
     warmup: float = 1.0,
+    writer: str = "raw",
+    ingest: str = "instances",
+    chunk: int = 20_000,
+    quick: bool = False,
 ) -> LatencyResult:
     """Run the writer and the scheduled reads against a server at ``url``."""
     import httpx
+
+    from featurestream.bench import writers
 
     sid = f"bench-latency-{uuid.uuid4().hex[:8]}"
     names = [f"x{j}" for j in range(DIM)]
@@ -280,25 +230,29 @@ def measure(
     stop = ctx.Event()
     counter = ctx.Value("q", 0)
     with httpx.Client(base_url=url, timeout=30) as c:
-        r = c.post(
-            "/v1/streams",
-            json={
-                "id": sid,
-                "algorithm": "ofs",
-                "params": {"num_features": 50},
-                "feature_names": names,
-            },
+        if ingest == "instances":
+            r = c.post(
+                "/v1/streams",
+                json={
+                    "id": sid,
+                    "algorithm": "ofs",
+                    "params": {"num_features": 50},
+                    "feature_names": names,
+                },
+            )
+            r.raise_for_status()
+        # A feature-stream writer creates its stream itself (it holds the target).
+        process = ctx.Process(
+            target=writers.run,
+            args=(writer, ingest, url, sid, stop, counter, write_rate, chunk, quick),
+            daemon=True,
         )
-        r.raise_for_status()
-        writer = ctx.Process(
-            target=_writer, args=(url, sid, stop, counter, write_rate), daemon=True
-        )
-        writer.start()
+        process.start()
         try:
             # Wait until the writer is streaming, then a little longer.
             deadline = time.monotonic() + 60
             while counter.value == 0:
-                if not writer.is_alive() or time.monotonic() > deadline:
+                if not process.is_alive() or time.monotonic() > deadline:
                     raise RuntimeError("the writer did not start streaming")
                 time.sleep(0.01)
             time.sleep(warmup)
@@ -314,9 +268,9 @@ def measure(
             written = counter.value - written0
         finally:
             stop.set()
-            writer.join(30)
-            if writer.is_alive():
-                writer.terminate()
+            process.join(30)
+            if process.is_alive():
+                process.terminate()
             c.delete(f"/v1/streams/{sid}")
     ms = np.array(latencies) * 1000.0
     return LatencyResult(
@@ -333,6 +287,8 @@ def measure(
         not_ok=not_ok,
         write_rate=write_rate,
         writer_instances_per_second=written / elapsed,
+        writer=writer,
+        ingest=ingest,
         steal_percent=stolen,
     )
 
@@ -341,9 +297,14 @@ def report(result: LatencyResult, as_json: bool) -> str:
     if as_json:
         return json.dumps(asdict(result), indent=2)
     paced = f"paced at {result.write_rate:,.0f}/s" if result.write_rate else "unpaced"
+    what = "SAOLA ingests" if result.ingest == "features" else "OFS ingests"
+    unit = "columns/s" if result.ingest == "features" else "instances/s"
+    if result.ingest == "features":
+        paced = "unpaced"
     return (
-        f"GET /selected at {result.rate:g}/s for {result.seconds:.1f} s while OFS ingests "
-        f"{result.writer_instances_per_second:,.0f} instances/s ({paced}; {result.store}):\n"
+        f"GET /selected at {result.rate:g}/s for {result.seconds:.1f} s while {what} "
+        f"{result.writer_instances_per_second:,.0f} {unit} ({paced}; writer "
+        f"{result.writer}; {result.store}):\n"
         f"  reads {result.reads} ({result.reads_per_second:.0f}/s), non-200 {result.not_ok}\n"
         f"  latency ms: p50 {result.p50_ms:.2f}  p90 {result.p90_ms:.2f}  "
         f"p99 {result.p99_ms:.2f}  max {result.max_ms:.2f}\n"

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import io
 import json
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +30,7 @@ import scipy.sparse
 from featurestream.bench.datasets import FeatureData, InstanceData
 from featurestream.bench.server import SpawnedServer
 from featurestream.selectors import REGISTRY
-from featurestream.selectors.base import FeatureSelector, InstanceSelector
+from featurestream.selectors.base import FeatureSelector
 
 GROUP_SIZE = 10  # group-SAOLA: consecutive columns form a group
 # group-SAOLA selectors take their chunks dense: keep a chunk within this many values.
@@ -85,6 +84,10 @@ class RunResult:
     error: str | None = None
     target: str | None = None  # the bound a full-size run is held to, e.g. "<= 2 s"
     met: bool | None = None
+    # How a service run's data travelled: "sdk" (the Python SDK, from the user's own
+    # objects, encoding timed), "raw" (bodies or frames encoded beforehand, binary),
+    # "json" (JSON bodies or frames encoded beforehand); None in process.
+    path: str | None = None
 
 
 def run_result(
@@ -197,19 +200,28 @@ def _npy(data: FeatureData, lo: int, hi: int) -> bytes:
     return buf.getvalue()
 
 
+def _column_json(data: FeatureData, cols: Any, k: int, name: str) -> dict[str, Any]:
+    if data.spec.sparse:
+        a, b = cols.indptr[k], cols.indptr[k + 1]
+        return {
+            "name": name,
+            "indices": cols.indices[a:b].tolist(),
+            "data": cols.data[a:b].tolist(),
+        }
+    return {"name": name, "values": cols[k].tolist()}
+
+
+def _features_json(data: FeatureData, lo: int, hi: int) -> bytes:
+    cols = data.columns(lo, hi)
+    features = [_column_json(data, cols, k, n) for k, n in enumerate(data.names[lo:hi])]
+    return json.dumps({"features": features}, separators=(",", ":")).encode()
+
+
 def _groups_json(data: FeatureData, lo: int, hi: int) -> bytes:
     cols = data.columns(lo, hi)
     groups: dict[str, list[dict[str, Any]]] = {}
     for k, name in enumerate(data.names[lo:hi]):
-        if data.spec.sparse:
-            a, b = cols.indptr[k], cols.indptr[k + 1]
-            column: dict[str, Any] = {
-                "name": name,
-                "indices": cols.indices[a:b].tolist(),
-                "data": cols.data[a:b].tolist(),
-            }
-        else:
-            column = {"name": name, "values": cols[k].tolist()}
+        column = _column_json(data, cols, k, name)
         groups.setdefault(f"g{(lo + k) // GROUP_SIZE}", []).append(column)
     body = {"groups": [{"name": g, "features": fs} for g, fs in groups.items()]}
     return json.dumps(body, separators=(",", ":")).encode()
@@ -228,9 +240,17 @@ class _Request:
 
 
 def _feature_requests(
-    data: FeatureData, algorithm: str, sid: str, chunk: int
+    data: FeatureData, algorithm: str, sid: str, chunk: int, path: str = "raw"
 ) -> Iterator[_Request]:
     for lo, hi in chunk_bounds(data, algorithm, chunk):
+        if path == "json" and algorithm != "group_saola":
+            yield _Request(
+                f"/v1/streams/{sid}/features",
+                _features_json(data, lo, hi),
+                {"content-type": "application/json"},
+                hi - lo,
+            )
+            continue
         if algorithm == "group_saola":
             yield _Request(
                 f"/v1/streams/{sid}/groups",
@@ -248,7 +268,7 @@ def _feature_requests(
         yield _Request(f"/v1/streams/{sid}/features", body, headers, hi - lo)
 
 
-def _check(response: Any) -> Any:
+def check(response: Any) -> Any:
     if response.status_code >= 400:
         raise RuntimeError(
             f"{response.request.method} {response.request.url.path} -> "
@@ -265,14 +285,16 @@ def features_service(
     chunk: int,
     budget: float | None = None,
     server: SpawnedServer | None = None,
+    path: str = "raw",
 ) -> RunResult:
+    """Bodies encoded beforehand (``raw``: .npz/.npy; ``json``: JSON columns), then timed."""
     import httpx
 
     sid = f"bench-{uuid.uuid4().hex[:10]}"
-    requests = list(_feature_requests(data, algorithm, sid, chunk))
+    requests = list(_feature_requests(data, algorithm, sid, chunk, path))
     deadline = Deadline(budget)
     with httpx.Client(base_url=url, timeout=3600) as c:
-        _check(
+        check(
             c.post(
                 "/v1/streams",
                 json={
@@ -284,13 +306,13 @@ def features_service(
             )
         )
         try:
-            note = _start_rss(server)
+            note = start_rss(server)
             sent = 0
             done = 0
             chosen: list[str] = []
             t0 = time.perf_counter()
             for req in requests:
-                r = _check(c.post(req.path, content=req.body, headers=req.headers))
+                r = check(c.post(req.path, content=req.body, headers=req.headers))
                 sent += req.size
                 done += req.items
                 chosen = list(r.json()["selected"])
@@ -311,184 +333,16 @@ def features_service(
         bytes_sent=sent,
         peak_rss_bytes=peak,
         rss_note=note,
+        path=path,
     )
 
 
-def _start_rss(server: SpawnedServer | None) -> str | None:
+def start_rss(server: SpawnedServer | None) -> str | None:
     if server is None:
         return "server not spawned: its memory is not measured"
     if not server.reset_peak():
         return "peak RSS since the server started (clear_refs refused)"
     return None
-
-
-# --------------------------------------------------------------------------- instance streams
-
-
-def _frame_bounds(data: InstanceData) -> list[tuple[int, int]]:
-    f = data.spec.frame
-    return [(lo, min(data.spec.n, lo + f)) for lo in range(0, data.spec.n, f)]
-
-
-def instances_in_process(
-    data: InstanceData, algorithm: str, params: dict[str, Any], budget: float | None = None
-) -> RunResult:
-    cls = REGISTRY[algorithm]
-    assert issubclass(cls, InstanceSelector)
-    sel = cls.start(cls.params_type.from_mapping(params), data.names)
-    deadline = Deadline(budget)
-    done = 0
-    elapsed = 0.0
-    for lo, hi in _frame_bounds(data):
-        # Sparse sets go in as CSR rows, as the service receives them.
-        X = data.X[lo:hi] if data.spec.sparse else data.rows(lo, hi)
-        t0 = time.perf_counter()
-        if cls.supervised:
-            sel.learn_instances(X, data.y[lo:hi])
-        else:
-            sel.learn_instances(X)
-        elapsed += time.perf_counter() - t0
-        done = hi
-        if deadline.passed():
-            break
-    chosen = list(sel.selected())
-    return run_result(data, algorithm, "in-process", params, done, elapsed, chosen)
-
-
-def _frame_payload(data: InstanceData, lo: int, hi: int, supervised: bool) -> bytes:
-    """A binary frame: .npz sparse rows for sparse sets, .npy otherwise; labels last."""
-    if data.spec.sparse:
-        import scipy.sparse
-
-        part = data.X[lo:hi]
-        if supervised:
-            part = scipy.sparse.hstack([part, data.y[lo:hi, None]], format="csr")
-        buf = io.BytesIO()
-        scipy.sparse.save_npz(buf, part.astype(np.float32), compressed=False)
-        return buf.getvalue()
-    X = data.rows(lo, hi, dtype="float32")
-    if supervised:
-        X = np.column_stack([X, data.y[lo:hi].astype(np.float32)])
-    buf = io.BytesIO()
-    np.save(buf, np.ascontiguousarray(X))
-    return buf.getvalue()
-
-
-def instances_service(
-    url: str,
-    data: InstanceData,
-    algorithm: str,
-    params: dict[str, Any],
-    budget: float | None = None,
-    server: SpawnedServer | None = None,
-    window: int = FRAME_WINDOW,
-) -> RunResult:
-    """Every frame over one WebSocket, pipelined (``window`` unanswered); timed to the last ack."""
-    import httpx
-
-    cls = REGISTRY[algorithm]
-    assert issubclass(cls, InstanceSelector)
-    bounds = _frame_bounds(data)
-    payloads = [_frame_payload(data, lo, hi, cls.supervised) for lo, hi in bounds]
-    sid = f"bench-{uuid.uuid4().hex[:10]}"
-    deadline = Deadline(budget)
-    with httpx.Client(base_url=url, timeout=600) as c:
-        _check(
-            c.post(
-                "/v1/streams",
-                json={
-                    "id": sid,
-                    "algorithm": algorithm,
-                    "params": params,
-                    "feature_names": data.names,
-                },
-            )
-        )
-        try:
-            note = _start_rss(server)
-            acked, dt, sent = stream_frames(url, sid, payloads, window, deadline)
-            peak = server.peak_rss_bytes() if server is not None else None
-            selected = _check(c.get(f"/v1/streams/{sid}/selected")).json()["features"]
-            chosen = [f["name"] for f in selected]
-        finally:
-            c.delete(f"/v1/streams/{sid}")
-    done = bounds[acked - 1][1] if acked else 0
-    return run_result(
-        data,
-        algorithm,
-        "service",
-        params,
-        done,
-        dt,
-        chosen,
-        bytes_sent=sent,
-        peak_rss_bytes=peak,
-        rss_note=note,
-    )
-
-
-def stream_frames(
-    url: str,
-    sid: str,
-    payloads: Sequence[bytes],
-    window: int = FRAME_WINDOW,
-    deadline: Deadline | None = None,
-) -> tuple[int, float, int]:
-    """Send binary frames over one WebSocket, pipelined; ``(acks, seconds, bytes sent)``.
-
-    At most ``window`` frames wait for their ack (as the client library's
-    ``window``); sending stops after the frame that passes ``deadline``. The
-    time runs from the first frame sent to the last ack. A refused frame
-    raises RuntimeError.
-    """
-    from websockets.sync.client import connect
-
-    ws_url = url.replace("http://", "ws://", 1) + f"/v1/streams/{sid}/ws?producer=bench"
-    sent_count = [0]
-    sent_bytes = [0]
-    errors: list[BaseException] = []
-    finished = threading.Event()
-    window_left = threading.Semaphore(window)
-    # No client keepalive: a backpressured server legitimately leaves pings unread.
-    with connect(ws_url, max_size=None, compression=None, ping_interval=None) as ws:
-        json.loads(ws.recv(timeout=60))  # the selection on connect
-
-        def send() -> None:
-            try:
-                for p in payloads:
-                    window_left.acquire()
-                    ws.send(p)
-                    sent_bytes[0] += len(p)
-                    sent_count[0] += 1
-                    if deadline is not None and deadline.passed():
-                        break
-            except BaseException as exc:  # reported by the receiving thread
-                errors.append(exc)
-            finally:
-                finished.set()
-
-        t0 = time.perf_counter()
-        sender = threading.Thread(target=send, daemon=True)
-        sender.start()
-        acked = 0
-        while True:
-            if acked >= sent_count[0]:
-                if finished.is_set() and acked >= sent_count[0]:
-                    break
-                # Every frame sent so far is acknowledged: wait for the sender.
-                finished.wait(0.002)
-                continue
-            msg = json.loads(ws.recv(timeout=600))
-            if "ack" in msg:
-                acked += 1
-                window_left.release()
-            elif "error" in msg:
-                raise RuntimeError(f"frame {msg.get('seq')} refused: {msg['error']}")
-        dt = time.perf_counter() - t0
-        sender.join(10)
-    if errors:
-        raise RuntimeError(f"sending failed: {errors[0]!r}")
-    return acked, dt, sent_bytes[0]
 
 
 def compare(service: RunResult, reference: RunResult) -> None:
@@ -504,17 +358,18 @@ def compare(service: RunResult, reference: RunResult) -> None:
 Runner = Callable[[], RunResult]
 
 __all__ = [
+    "DENSE_CHUNK_BYTES",
+    "FRAME_WINDOW",
     "GROUP_SIZE",
     "Deadline",
     "RunResult",
+    "check",
     "chunk_bounds",
     "compare",
     "default_params",
     "features_in_process",
     "features_service",
-    "instances_in_process",
-    "instances_service",
     "run_result",
-    "stream_frames",
+    "start_rss",
     "window_for",
 ]

@@ -51,7 +51,7 @@ def written(result: WriteResult) -> Response:
                 "in": "header",
                 "required": False,
                 "schema": {"type": "string"},
-                "description": "npy body: comma-separated names",
+                "description": "npy or npz body: comma-separated names (npz: or names.npy inside)",
             },
             {
                 "name": "X-Seq",
@@ -68,13 +68,13 @@ async def add_features(stream_id: StreamIdPath, request: Request, engine: Engine
     body = await request.body()
     kind = bodies.media_type(request)
     if kind in (bodies.NPY_MEDIA_TYPE, bodies.NPZ_MEDIA_TYPE):
+        names = bodies.header_list(request, "X-Feature-Names")
         if kind == bodies.NPZ_MEDIA_TYPE:
-            # Rows are instances, columns features (like .npy): CSC in, CSR rows out.
-            X = arrays.load_npz(body, engine.settings.max_request_bytes).T.tocsr()
+            # Names may come inside the archive (names.npy) instead of the header.
+            X, names = arrays.load_npz_columns(body, engine.settings.max_request_bytes, names)
         else:
             arr = arrays.load_npy(body)
             X = arr[:, None].T if arr.ndim == 1 else arr.T
-        names = bodies.header_list(request, "X-Feature-Names")
         if names is not None and len(names) != X.shape[0]:
             raise InvalidInput(
                 f"X-Feature-Names has {len(names)} names for {X.shape[0]} columns.",

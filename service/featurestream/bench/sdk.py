@@ -1,0 +1,250 @@
+"""Runs through the Python SDK: the path a user's data takes, encoding included.
+
+The bench's one door to ``featurestream_client``: a feature stream gets the
+user's own object (the scipy.sparse matrix, the numpy array) handed to
+``Stream.add_features`` (``add_groups`` for group-SAOLA), an instance stream
+to ``Stream.stream_instances`` (every frame acknowledged once durable, as
+always). The time runs from the first call to its result, so reading the
+input, checking it, cutting it into requests and encoding them all count.
+
+A data set goes in at most :data:`CALLS` calls, so that ``--budget`` can stop
+a run between two of them; the SDK cuts each call into requests (of
+``--chunk`` columns) or frames itself.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import httpx
+
+from featurestream.bench.datasets import FeatureData, InstanceData
+from featurestream.bench.runs import (
+    DENSE_CHUNK_BYTES,
+    GROUP_SIZE,
+    Deadline,
+    RunResult,
+    chunk_bounds,
+    run_result,
+    start_rss,
+)
+from featurestream.bench.server import SpawnedServer
+from featurestream.selectors import REGISTRY
+from featurestream_client import Client
+
+#: The most calls a data set is split into (``--budget`` is checked between them).
+CALLS = 10
+
+
+class _Counted:
+    """A WebSocket connection that counts the bytes sent on it."""
+
+    def __init__(self, conn: Any, sent: list[int]) -> None:
+        self._conn = conn
+        self._sent = sent
+
+    def send(self, data: str | bytes) -> None:
+        self._sent[0] += len(data)
+        self._conn.send(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+class CountingClient(Client):
+    """The SDK's client, counting the request and frame bytes it sends."""
+
+    def __init__(self, url: str, **kwargs: Any) -> None:
+        self.bytes_sent = [0]
+        http = httpx.Client(
+            base_url=url.rstrip("/"), timeout=3600, event_hooks={"request": [self._count]}
+        )
+        super().__init__(url, timeout=3600, http_client=http, **kwargs)
+        self._own_http = http
+
+    def _count(self, request: httpx.Request) -> None:
+        self.bytes_sent[0] += len(request.content) + sum(len(v) for v in request.headers.values())
+
+    def _ws_connect(self, path: str, query: Any) -> Any:
+        return _Counted(super()._ws_connect(path, query), self.bytes_sent)
+
+    def close(self) -> None:
+        super().close()
+        self._own_http.close()
+
+
+def _blocks(total: int, unit: int) -> list[tuple[int, int]]:
+    """At most CALLS consecutive ranges of ``total`` items, each a multiple of ``unit``."""
+    units = -(-total // unit)
+    per = max(1, -(-units // CALLS)) * unit
+    return [(lo, min(total, lo + per)) for lo in range(0, total, per)]
+
+
+def features_sdk(
+    url: str,
+    data: FeatureData,
+    algorithm: str,
+    params: dict[str, Any],
+    chunk: int,
+    budget: float | None = None,
+    server: SpawnedServer | None = None,
+) -> RunResult:
+    """``add_features`` (``add_groups``) of the data set's own matrix, timed with encoding."""
+    bounds = chunk_bounds(data, algorithm, chunk)
+    per_request = bounds[0][1] - bounds[0][0]
+    deadline = Deadline(budget)
+    groups = REGISTRY[algorithm].uses_groups  # type: ignore[attr-defined]
+    c = CountingClient(
+        url, chunk_columns=per_request, chunk_bytes=DENSE_CHUNK_BYTES, max_header_bytes=1 << 20
+    )
+    with c:
+        s = c.create_stream(algorithm, target=data.y, params=params, id=_sid())
+        try:
+            note = start_rss(server)
+            c.bytes_sent[0] = 0
+            done = 0
+            result = None
+            t0 = time.perf_counter()
+            for lo, hi in _blocks(data.b, per_request):
+                part, names = data.X[:, lo:hi], data.names[lo:hi]
+                if groups:
+                    result = s.add_groups(
+                        {
+                            f"g{(lo + k) // GROUP_SIZE}": (
+                                part[:, k : k + GROUP_SIZE],
+                                names[k : k + GROUP_SIZE],
+                            )
+                            for k in range(0, hi - lo, GROUP_SIZE)
+                        }
+                    )
+                else:
+                    result = s.add_features(part, names=names)
+                done = hi
+                if deadline.passed():
+                    break
+            dt = time.perf_counter() - t0
+            peak = server.peak_rss_bytes() if server is not None else None
+            chosen = list(result.selected) if result is not None else []
+            sent = c.bytes_sent[0]
+        finally:
+            s.delete()
+    return run_result(
+        data,
+        algorithm,
+        "service",
+        params,
+        done,
+        dt,
+        chosen,
+        bytes_sent=sent,
+        peak_rss_bytes=peak,
+        rss_note=note,
+        path="sdk",
+    )
+
+
+def instances_sdk(
+    url: str,
+    data: InstanceData,
+    algorithm: str,
+    params: dict[str, Any],
+    budget: float | None = None,
+    server: SpawnedServer | None = None,
+    window: int = 64,
+) -> RunResult:
+    """``stream_instances`` of the data set's own rows (float64, or CSR), timed with encoding."""
+    supervised = REGISTRY[algorithm].supervised  # type: ignore[attr-defined]
+    frame = data.spec.frame
+    deadline = Deadline(budget)
+    c = CountingClient(url, window=window)
+    with c:
+        s = c.create_stream(algorithm, feature_names=data.names, params=params, id=_sid())
+        try:
+            note = start_rss(server)
+            c.bytes_sent[0] = 0
+            done = 0
+            t0 = time.perf_counter()
+            for lo, hi in _blocks(data.spec.n, frame):
+                y = data.y[lo:hi] if supervised else None
+                s.stream_instances(data.X[lo:hi], y, batch_size=frame)
+                done = hi
+                if deadline.passed():
+                    break
+            dt = time.perf_counter() - t0
+            sent = c.bytes_sent[0]
+            peak = server.peak_rss_bytes() if server is not None else None
+            chosen = list(s.selected().names)
+        finally:
+            s.delete()
+    return run_result(
+        data,
+        algorithm,
+        "service",
+        params,
+        done,
+        dt,
+        chosen,
+        bytes_sent=sent,
+        peak_rss_bytes=peak,
+        rss_note=note,
+        path="sdk",
+    )
+
+
+# --------------------------------------------------------------------------- latency writers
+
+
+def instances_writer(url: str, sid: str, stop: Any, counter: Any, write_rate: float) -> None:
+    """``bench latency --writer sdk``: ``stream_instances`` of labelled frames until stopped.
+
+    The SDK asks for frame k only once fewer than ``window`` frames wait for
+    their ack, so at least k - window frames are acknowledged then: the count
+    lags by a window at most, which cancels out of a rate over an interval.
+    """
+    from featurestream.bench.writers import FRAME, WINDOW, frames, paced
+
+    batches = [(X.astype("float64"), y.astype("float64")) for X, y in frames(50)]
+
+    def source() -> Any:
+        for i in paced(stop, write_rate):
+            counter.value = max(0, i - WINDOW) * FRAME
+            yield batches[i % len(batches)]
+
+    with Client(url, timeout=600, window=WINDOW) as c:
+        c.stream(sid).stream_instances(source(), batch_size=FRAME)
+
+
+def features_writer(url: str, sid: str, stop: Any, counter: Any, chunk: int, quick: bool) -> None:
+    """``bench latency --ingest features --writer sdk``: ``add_features`` of --chunk columns
+    of the set's own CSC matrix at a time, round after round under new names."""
+    from featurestream.bench.writers import feature_set, round_name
+
+    data = feature_set(quick)
+    with Client(url, timeout=600, chunk_columns=chunk) as c:
+        s = c.create_stream("saola", target=data.y, id=sid)
+        k = 0
+        while not stop.is_set():
+            for lo in range(0, data.b, chunk):
+                hi = min(data.b, lo + chunk)
+                names = [round_name(k, n) for n in data.names[lo:hi]]
+                s.add_features(data.X[:, lo:hi], names=names)
+                counter.value += hi - lo
+                if stop.is_set():
+                    return
+            k += 1
+
+
+def _sid() -> str:
+    return f"bench-{uuid.uuid4().hex[:10]}"
+
+
+__all__ = [
+    "CALLS",
+    "CountingClient",
+    "features_sdk",
+    "features_writer",
+    "instances_sdk",
+    "instances_writer",
+]
