@@ -13,15 +13,12 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any
 
-import numpy as np
 from pydantic import ValidationError
 
-from featurestream.api import arrays
-from featurestream.api.schemas import InstanceFrame
+from featurestream.api import arrays, jsonbodies
 from featurestream.engine import Frame, wire
 from featurestream.errors import (
     FeatureStreamError,
-    InvalidInput,
     SequenceConflict,
     WrongStreamKind,
 )
@@ -74,7 +71,7 @@ class FrameDecoder:
 
     def _json(self, text: str, seq: int) -> Frame:
         try:
-            frame = InstanceFrame.model_validate_json(text)
+            frame = jsonbodies.instance_frame(text)
         except ValidationError as exc:
             raise wire.Refused(wire.validation_problem(exc.errors())) from None
         if frame.seq is not None and frame.seq != seq:
@@ -84,15 +81,7 @@ class FrameDecoder:
                 producer=self.producer,
                 expected_seq=seq,
             )
-        if frame.X is not None:
-            if len({len(row) for row in frame.X}) != 1:
-                raise InvalidInput("Every row of X must have the same length.", field="X")
-            X = np.asarray(frame.X, dtype=np.float64)
-            y = None if frame.y is None else np.asarray(frame.y, dtype=np.float64)
-        else:
-            X = np.asarray([frame.x], dtype=np.float64)
-            y = None if frame.y is None else np.asarray([frame.y], dtype=np.float64)
-        return Frame(seq, X, y)
+        return Frame(seq, frame.rows(), frame.y)
 
 
 __all__ = ["FrameDecoder", "not_instances"]
