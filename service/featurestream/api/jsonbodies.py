@@ -15,10 +15,14 @@ vectorised, with the messages of each column as before.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import functools
+import gc
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -40,6 +44,10 @@ IntArray = npt.NDArray[np.int64]
 
 _NUMBERS = frozenset({float, int})  # bool is not one: type(True) is bool
 _INTS = frozenset({int})
+_DICT = frozenset({dict})
+_STR = frozenset({str})
+_STR_OR_NONE: frozenset[type] = frozenset({str, type(None)})
+_LIST_OR_NONE: frozenset[type] = frozenset({list, type(None)})
 _FEATURE_KEYS = frozenset({"name", "values", "indices", "data", "group"})
 _FEATURE_BATCH_KEYS = frozenset({"producer", "seq", "features"})
 _GROUP_BATCH_KEYS = frozenset({"producer", "seq", "groups"})
@@ -53,6 +61,47 @@ class _Unsure(Exception):
 
 
 # --------------------------------------------------------------------------- checks
+
+_gc_lock = threading.Lock()
+_gc_pausers = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a body is read (in any thread).
+
+    Reading a body creates a container per column and per list of numbers: the
+    collector would run a full collection of the process's heap several times
+    per large body, for nothing (parsed JSON holds no cycles). Collection
+    resumes when the last body being read is done.
+    """
+    global _gc_pausers, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pausers == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pausers += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pausers -= 1
+            if _gc_pausers == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _without_gc(fn: Callable[P, R]) -> Callable[P, R]:
+    @functools.wraps(fn)
+    def read(*args: P.args, **kwargs: P.kwargs) -> R:
+        with _gc_paused():
+            return fn(*args, **kwargs)
+
+    return read
 
 
 def _load(body: bytes | str) -> dict[str, Any]:
@@ -94,6 +143,10 @@ def _list(value: Any) -> list[Any]:
     if type(value) is not list:
         raise _Unsure
     return value
+
+
+def _same_length(a: list[Any], b: list[Any]) -> bool:
+    return len(a) == len(b)
 
 
 def _all_of(kinds: frozenset[type], items: Iterable[Any]) -> None:
@@ -147,33 +200,46 @@ class Columns:
 
     @classmethod
     def of_json(cls, features: Any) -> Columns:
-        """The columns of a body's ``features`` list, or _Unsure."""
-        names: list[str] = []
-        groups: list[str | None] = []
-        dense: list[bool] = []
-        values: list[list[Any]] = []
-        indices: list[list[Any]] = []
-        data: list[list[Any]] = []
-        for f in _list(features):
-            if type(f) is not dict or not f.keys() <= _FEATURE_KEYS:
-                raise _Unsure
-            names.append(_name(f.get("name")))
-            group = f.get("group")
-            groups.append(None if group is None else _name(group))
-            v, i, d = f.get("values"), f.get("indices"), f.get("data")
-            if v is not None:
-                if i is not None or d is not None:
-                    raise _Unsure
-                values.append(_list(v))
-                dense.append(True)
-            else:
-                i, d = _list(i), _list(d)
-                if len(i) != len(d):
-                    raise _Unsure
-                indices.append(i)
-                data.append(d)
-                dense.append(False)
-        return cls._build(names, groups, dense, values, indices, data)
+        """The columns of a body's ``features`` list, or _Unsure.
+
+        Column by column in bulk (a few passes of comprehensions over all the
+        columns), not one Python statement per key of each column.
+        """
+        feats = _list(features)
+        _all_of(_DICT, feats)
+        if not all(f.keys() <= _FEATURE_KEYS for f in feats):
+            raise _Unsure
+        names = [f.get("name") for f in feats]
+        _all_of(_STR, names)
+        if names and not 1 <= min(map(len, names)) <= max(map(len, names)) <= NAME_MAX_LENGTH:
+            raise _Unsure
+        groups = [f.get("group") for f in feats]
+        _all_of(_STR_OR_NONE, groups)
+        named = [len(g) for g in groups if g is not None]
+        if named and not 1 <= min(named) <= max(named) <= NAME_MAX_LENGTH:
+            raise _Unsure
+        values = [f.get("values") for f in feats]
+        indices = [f.get("indices") for f in feats]
+        data = [f.get("data") for f in feats]
+        for column in (values, indices, data):
+            _all_of(_LIST_OR_NONE, column)
+        dense_list = [v is not None for v in values]
+        dense_values = [v for v in values if v is not None]
+        sparse_indices = [i for i in indices if i is not None]
+        sparse_data = [d for d in data if d is not None]
+        # Dense columns have values only; sparse ones indices and data of one length.
+        n_sparse = len(feats) - len(dense_values)
+        if len(sparse_indices) != n_sparse or len(sparse_data) != n_sparse:
+            raise _Unsure
+        if any(
+            i is not None or d is not None
+            for i, d, is_dense in zip(indices, data, dense_list, strict=True)
+            if is_dense
+        ):
+            raise _Unsure
+        if not all(map(_same_length, sparse_indices, sparse_data)):
+            raise _Unsure
+        return cls._build(names, groups, dense_list, dense_values, sparse_indices, sparse_data)
 
     @classmethod
     def of_models(cls, features: Sequence[FeatureIn]) -> Columns:
@@ -322,6 +388,7 @@ class ColumnsBody:
     group_names: list[str] | None = None
 
 
+@_without_gc
 def feature_batch(body: bytes) -> ColumnsBody:
     """A ``FeatureBatch`` body; a ValidationError as the model raises it."""
     try:
@@ -336,6 +403,7 @@ def feature_batch(body: bytes) -> ColumnsBody:
     return ColumnsBody(batch.producer, batch.seq, Columns.of_models(batch.features))
 
 
+@_without_gc
 def group_batch(body: bytes) -> ColumnsBody:
     """A ``GroupBatch`` body; its columns in order, with the group each came in."""
     try:
@@ -404,6 +472,7 @@ def _vector(y: Any) -> FloatArray:
     return _floats([items], len(items))
 
 
+@_without_gc
 def instance_batch(body: bytes) -> Instances:
     """An ``InstanceBatch`` body; a ValidationError as the model raises it."""
     try:
@@ -426,6 +495,7 @@ def instance_batch(body: bytes) -> Instances:
     )
 
 
+@_without_gc
 def instance_frame(text: bytes | str) -> Instances:
     """A JSON frame (``InstanceFrame``; its ``producer`` is the connection's)."""
     try:

@@ -368,3 +368,30 @@ def test_a_large_sparse_body_builds_one_csr_matrix() -> None:
         )
     body = json.dumps({"features": cols}).encode()
     assert outcome(lambda: new_features(body)) == outcome(lambda: old_features(body))
+
+
+def test_collection_is_paused_while_reading_and_resumes_after() -> None:
+    import gc
+
+    seen: list[bool] = []
+    real = jsonbodies._load
+
+    def spy(body: bytes | str) -> Any:
+        seen.append(gc.isenabled())
+        return real(body)
+
+    assert gc.isenabled()
+    try:
+        jsonbodies._load = spy  # type: ignore[assignment]
+        jsonbodies.feature_batch(b'{"features": []}')
+        with pytest.raises(ValidationError):
+            jsonbodies.instance_batch(b'{"X": "no"}')
+    finally:
+        jsonbodies._load = real  # type: ignore[assignment]
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        jsonbodies.feature_batch(b'{"features": []}')
+        assert not gc.isenabled()  # left as the process had it
+    finally:
+        gc.enable()
