@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from featurestream.api import arrays, jsonbodies
+from featurestream.api import arrays, jsonbodies, offload
 from featurestream.engine import Frame, wire
 from featurestream.errors import (
     FeatureStreamError,
@@ -45,6 +45,21 @@ class FrameDecoder:
         self.supervised = supervised
         self.producer = producer
         self.max_bytes = max_bytes
+
+    async def read(self, message: MutableMapping[str, Any], seq: int) -> Frame:
+        """:meth:`decode`, in a decode thread for a large frame that is costly to read.
+
+        The common binary frame (a float .npy read in place, without a copy) is
+        read inline whatever its size; a sparse (.npz) frame, a JSON frame or
+        an .npy frame that must be converted is read in a thread when large.
+        """
+        data = message.get("bytes")
+        if data is not None:
+            costly = data[:2] == b"PK" or arrays.npy_view(data) is None
+            size = len(data) if costly else 0
+        else:
+            size = len(message.get("text") or "")
+        return await offload.run(size, lambda: self.decode(message, seq))
 
     def decode(self, message: MutableMapping[str, Any], seq: int) -> Frame:
         """Frame ``seq`` of the connection, or a refused one carrying its error."""
