@@ -317,7 +317,11 @@ def _serve_options() -> dict[str, str]:
     out = {}
     for action in serve._actions:
         if action.option_strings and action.dest != "help":
-            out[_OPTION_FIELDS.get(action.dest, action.dest)] = action.option_strings[-1]
+            # The long form; a --flag/--no-flag pair shows as --[no-]flag.
+            option = action.option_strings[-1]
+            if isinstance(action, argparse.BooleanOptionalAction):
+                option = action.option_strings[0].replace("--", "--[no-]", 1)
+            out[_OPTION_FIELDS.get(action.dest, action.dest)] = option
     return out
 
 

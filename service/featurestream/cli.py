@@ -30,6 +30,7 @@ def _serve(args: argparse.Namespace) -> int:
         "store_url": args.store,
         "workers": args.workers,
         "log_level": args.log_level,
+        "ws_compression": args.ws_compression,
     }
     overrides = {k: v for k, v in overrides.items() if v is not None}
     try:
@@ -54,6 +55,8 @@ def _serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=10,
         ws_ping_interval=settings.ws_ping_interval,
         ws_ping_timeout=settings.ws_ping_timeout,
+        # Off: clients that offer permessage-deflate (most do by default) get plain frames.
+        ws_per_message_deflate=settings.ws_compression,
     )
     return 0
 
@@ -79,6 +82,11 @@ def build_parser(*more_commands: Callable[[Any], None]) -> argparse.ArgumentPars
     serve.add_argument("--store", help="memory:// (default, embedded) or redis://host:port/db.")
     serve.add_argument("--workers", type=int, help="Worker processes (Redis store only).")
     serve.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug"])
+    serve.add_argument(
+        "--ws-compression",
+        action=argparse.BooleanOptionalAction,
+        help="Negotiate permessage-deflate with WebSocket clients that offer it (default off).",
+    )
     serve.set_defaults(func=_serve)
     # Listed for --help; its own parser (featurestream.bench) reads its options.
     sub.add_parser("bench", help="Benchmark a selector in process and through the service.")

@@ -90,6 +90,11 @@ class Settings(BaseSettings):
         "queues behind the frames the server has not read yet (backpressure), so this "
         "must exceed the time to apply ws_max_inflight frames.",
     )
+    ws_compression: bool = Field(
+        False,
+        description="Offer permessage-deflate to WebSocket clients that ask for it. Off: "
+        "frames of numbers barely compress, and zlib would cost most of a frame's time.",
+    )
     redis_socket_timeout: float = Field(
         10.0, gt=0, description="Seconds a Redis command may take before it fails (503)."
     )

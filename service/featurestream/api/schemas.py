@@ -8,9 +8,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from featurestream.api.tenancy import STREAM_ID_PATTERN
 
+# The bounds below are also checked by the fast reader of JSON bodies (jsonbodies.py).
+NAME_MAX_LENGTH = 1024
+PRODUCER_MAX_LENGTH = 256
+
 # Numbers are strict: "1.5" (a string) or true are errors, not coerced.
 Number = Annotated[float, Field(strict=True)]
-Producer = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[^\n]+$")]
+Producer = Annotated[str, Field(min_length=1, max_length=PRODUCER_MAX_LENGTH, pattern=r"^[^\n]+$")]
+Name = Annotated[str, Field(min_length=1, max_length=NAME_MAX_LENGTH)]
 Seq = Annotated[int, Field(ge=1, strict=True)]
 
 
@@ -59,11 +64,11 @@ class AlgorithmsPublic(BaseModel):
 class FeatureIn(_In):
     """A dense column (``values``) or a sparse one (``indices`` + ``data``; other rows are 0)."""
 
-    name: Annotated[str, Field(min_length=1, max_length=1024)]
+    name: Name
     values: list[Number] | None = None
     indices: list[Annotated[int, Field(strict=True, ge=0)]] | None = None
     data: list[Number] | None = None
-    group: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
+    group: Name | None = None
 
     @model_validator(mode="after")
     def _dense_or_sparse(self) -> FeatureIn:
@@ -85,7 +90,7 @@ class FeatureBatch(_In):
 
 
 class GroupIn(_In):
-    name: Annotated[str, Field(min_length=1, max_length=1024)]
+    name: Name
     features: list[FeatureIn] = Field(min_length=1)
 
 

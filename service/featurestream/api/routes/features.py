@@ -6,10 +6,10 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from featurestream.api import arrays, bodies
+from featurestream.api import arrays, bodies, jsonbodies, offload
 from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath
 from featurestream.api.problems import PROBLEM_MEDIA_TYPE
-from featurestream.api.schemas import FeatureBatch, FeaturesAppended, GroupBatch
+from featurestream.api.schemas import FeaturesAppended
 from featurestream.engine import WriteResult, wire
 from featurestream.errors import InvalidInput, UnsupportedMediaType
 
@@ -68,13 +68,17 @@ async def add_features(stream_id: StreamIdPath, request: Request, engine: Engine
     body = await request.body()
     kind = bodies.media_type(request)
     if kind in (bodies.NPY_MEDIA_TYPE, bodies.NPZ_MEDIA_TYPE):
-        names = bodies.header_list(request, "X-Feature-Names")
-        if kind == bodies.NPZ_MEDIA_TYPE:
-            # Names may come inside the archive (names.npy) instead of the header.
-            X, names = arrays.load_npz_columns(body, engine.settings.max_request_bytes, names)
-        else:
+        max_bytes = engine.settings.max_request_bytes
+        header_names = bodies.header_list(request, "X-Feature-Names")
+
+        def load() -> tuple[Any, list[str] | None]:
+            if kind == bodies.NPZ_MEDIA_TYPE:
+                # Names may come inside the archive (names.npy) instead of the header.
+                return arrays.load_npz_columns(body, max_bytes, header_names)
             arr = arrays.load_npy(body)
-            X = arr[:, None].T if arr.ndim == 1 else arr.T
+            return (arr[:, None].T if arr.ndim == 1 else arr.T), header_names
+
+        X, names = await offload.run(len(body), load)
         if names is not None and len(names) != X.shape[0]:
             raise InvalidInput(
                 f"X-Feature-Names has {len(names)} names for {X.shape[0]} columns.",
@@ -92,13 +96,13 @@ async def add_features(stream_id: StreamIdPath, request: Request, engine: Engine
         raise UnsupportedMediaType(
             kind, ("application/json", bodies.NPY_MEDIA_TYPE, bodies.NPZ_MEDIA_TYPE)
         )
-    batch = FeatureBatch.model_validate_json(body)
+    batch = await offload.run(len(body), lambda: jsonbodies.feature_batch(body))
     n = await engine.n_instances(stream_id)
-    X = bodies.columns_to_matrix(batch.features, n)
-    groups = [f.group for f in batch.features]
+    X = await offload.run(len(body), lambda: batch.columns.matrix(n))
+    groups = batch.columns.groups
     result = await engine.add_features(
         stream_id,
-        [f.name for f in batch.features],
+        batch.columns.names,
         X,
         groups=groups if any(g is not None for g in groups) else None,
         producer=batch.producer,
@@ -116,22 +120,19 @@ async def add_groups(stream_id: StreamIdPath, request: Request, engine: EngineDe
     """Append whole groups of features (group-SAOLA); groups and features keep their order."""
     if bodies.media_type(request) != "application/json":
         raise UnsupportedMediaType(bodies.media_type(request), ("application/json",))
-    batch = GroupBatch.model_validate_json(await request.body())
-    features, groups = [], []
-    for g in batch.groups:
-        for f in g.features:
-            if f.group is not None and f.group != g.name:
-                raise InvalidInput(
-                    f"Feature {f.name!r} names group {f.group!r} inside group {g.name!r}.",
-                    field="groups",
-                )
-            features.append(f)
-            groups.append(g.name)
+    body = await request.body()
+    batch = await offload.run(len(body), lambda: jsonbodies.group_batch(body))
+    columns, groups = batch.columns, batch.group_names or []
+    for name, own, group in zip(columns.names, columns.groups, groups, strict=True):
+        if own is not None and own != group:
+            raise InvalidInput(
+                f"Feature {name!r} names group {own!r} inside group {group!r}.", field="groups"
+            )
     n = await engine.n_instances(stream_id)
-    X = bodies.columns_to_matrix(features, n)
+    X = await offload.run(len(body), lambda: columns.matrix(n))
     result = await engine.add_features(
         stream_id,
-        [f.name for f in features],
+        columns.names,
         X,
         groups=groups,
         producer=batch.producer,

@@ -13,15 +13,12 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any
 
-import numpy as np
 from pydantic import ValidationError
 
-from featurestream.api import arrays
-from featurestream.api.schemas import InstanceFrame
+from featurestream.api import arrays, jsonbodies, offload
 from featurestream.engine import Frame, wire
 from featurestream.errors import (
     FeatureStreamError,
-    InvalidInput,
     SequenceConflict,
     WrongStreamKind,
 )
@@ -49,6 +46,21 @@ class FrameDecoder:
         self.producer = producer
         self.max_bytes = max_bytes
 
+    async def read(self, message: MutableMapping[str, Any], seq: int) -> Frame:
+        """:meth:`decode`, in a decode thread for a large frame that is costly to read.
+
+        The common binary frame (a float .npy read in place, without a copy) is
+        read inline whatever its size; a sparse (.npz) frame, a JSON frame or
+        an .npy frame that must be converted is read in a thread when large.
+        """
+        data = message.get("bytes")
+        if data is not None:
+            costly = data[:2] == b"PK" or arrays.npy_view(data) is None
+            size = len(data) if costly else 0
+        else:
+            size = len(message.get("text") or "")
+        return await offload.run(size, lambda: self.decode(message, seq))
+
     def decode(self, message: MutableMapping[str, Any], seq: int) -> Frame:
         """Frame ``seq`` of the connection, or a refused one carrying its error."""
         try:
@@ -74,7 +86,7 @@ class FrameDecoder:
 
     def _json(self, text: str, seq: int) -> Frame:
         try:
-            frame = InstanceFrame.model_validate_json(text)
+            frame = jsonbodies.instance_frame(text)
         except ValidationError as exc:
             raise wire.Refused(wire.validation_problem(exc.errors())) from None
         if frame.seq is not None and frame.seq != seq:
@@ -84,15 +96,7 @@ class FrameDecoder:
                 producer=self.producer,
                 expected_seq=seq,
             )
-        if frame.X is not None:
-            if len({len(row) for row in frame.X}) != 1:
-                raise InvalidInput("Every row of X must have the same length.", field="X")
-            X = np.asarray(frame.X, dtype=np.float64)
-            y = None if frame.y is None else np.asarray(frame.y, dtype=np.float64)
-        else:
-            X = np.asarray([frame.x], dtype=np.float64)
-            y = None if frame.y is None else np.asarray([frame.y], dtype=np.float64)
-        return Frame(seq, X, y)
+        return Frame(seq, frame.rows(), frame.y)
 
 
 __all__ = ["FrameDecoder", "not_instances"]

@@ -3,10 +3,10 @@
 A session runs three tasks:
 
 * the *reader* takes frames off the socket, numbers them k, k+1, ..., decodes
-  them (``messages.py``) and queues them. It waits for a free slot before
-  reading a frame, so at most ``ws_max_inflight`` frames are read and not yet
-  answered; beyond that the socket is not read at all (backpressure, bounded
-  memory);
+  them (``messages.py``; a large frame that is costly to read, in a decode
+  thread) and queues them. It waits for a free slot before reading a frame,
+  so at most ``ws_max_inflight`` frames are read and not yet answered; beyond
+  that the socket is not read at all (backpressure, bounded memory);
 * the *committer* takes every queued frame (at most ``ws_group_max_frames``),
   has the engine apply them in order, each as its own batch, and commit them
   in one store commit, then sends a ``selection`` message when the selected
@@ -258,7 +258,9 @@ class Session:
                 self.next_seq += 1
                 self.inflight += 1
                 self._stats.max_inflight = max(self._stats.max_inflight, self.inflight)
-                self._queue.put_nowait(self._decoder.decode(message, seq))
+                # Cancelled while a frame is decoded (shutdown): the frame is dropped
+                # unanswered, as one still unread would be; the client resends it.
+                self._queue.put_nowait(await self._decoder.read(message, seq))
         except WebSocketDisconnect:
             self._client_gone = True
         finally:
