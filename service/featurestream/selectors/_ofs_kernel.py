@@ -166,10 +166,28 @@ def _sum(a: Vector, n: int) -> float:
 @_jit
 def _dot(w: Vector, x: Vector, S: IntVector, nS: int, tmp: Vector) -> float:
     """w . x over the support S[:nS], as ``np.add.reduce(w[S] * x[S])``."""
-    for k in range(nS):
-        j = S[k]
-        tmp[k] = w[j] * x[j]
+    if nS == w.shape[0]:
+        # Full support: S is 0..d-1, and the contiguous products vectorise.
+        for k in range(nS):
+            tmp[k] = w[k] * x[k]
+    else:
+        for k in range(nS):
+            j = S[k]
+            tmp[k] = w[j] * x[j]
     return _sum(tmp, nS)
+
+
+@_jit
+def _norm(w: Vector, S: IntVector, nS: int, tmp: Vector) -> float:
+    """||w||_2 over the support S[:nS], as ``sqrt(np.add.reduce(w[S] * w[S]))``."""
+    if nS == w.shape[0]:
+        for k in range(nS):
+            tmp[k] = w[k] * w[k]
+    else:
+        for k in range(nS):
+            v = w[S[k]]
+            tmp[k] = v * v
+    return math.sqrt(_sum(tmp, nS))
 
 
 @_jit
@@ -215,16 +233,16 @@ def _merge(
 
 
 @_jit
-def _project(w: Vector, S: IntVector, nS: int, radius_inv: float, tmp: Vector) -> int:
-    """w := min(1, 1 / (sqrt(lam) ||w||)) w over S; returns the new |S|."""
-    for k in range(nS):
-        v = w[S[k]]
-        tmp[k] = v * v
-    norm = math.sqrt(_sum(tmp, nS))
-    # Shrink only outside the ball (a zero w is inside it: no division by zero).
-    if radius_inv * norm <= 1.0:
-        return nS
-    scale = 1.0 / (radius_inv * norm)
+def _scale(w: Vector, S: IntVector, nS: int, scale: float) -> int:
+    """w[S] *= scale, dropping entries that underflow to 0; returns the new |S|."""
+    if nS == w.shape[0]:
+        # Full support: a contiguous pass (it vectorises), S rebuilt only on underflow.
+        n = 0
+        for j in range(nS):
+            v = w[j] * scale
+            w[j] = v
+            n += v != 0.0
+        return n if n == nS else _support(w, S)
     n = 0
     for k in range(nS):
         j = S[k]
@@ -274,29 +292,78 @@ def _select(a: Vector, n: int, k: int) -> float:
 
 
 @_jit
-def _truncate(w: Vector, S: IntVector, nS: int, B: int, tmp: Vector) -> int:
-    """Truncate(w, B) over S: keep the B largest |w| (ties: lower index); returns |S|."""
-    if nS <= B:
-        # At most B non-zeros already: nothing to drop.
-        return nS
-    for k in range(nS):
-        tmp[k] = abs(w[S[k]])
-    thr = _select(tmp, nS, nS - B)  # the B-th largest |w|
+def _heap_add(heap: Vector, size: int, B: int, a: float) -> int:
+    """Offer a to the min-heap of the B largest values seen; returns the new size."""
+    if size < B:
+        i = size
+        while i > 0:
+            parent = (i - 1) >> 1
+            if heap[parent] <= a:
+                break
+            heap[i] = heap[parent]
+            i = parent
+        heap[i] = a
+        return size + 1
+    if a > heap[0]:
+        i = 0
+        while True:
+            child = 2 * i + 1
+            if child >= B:
+                break
+            if child + 1 < B and heap[child + 1] < heap[child]:
+                child += 1
+            if heap[child] >= a:
+                break
+            heap[i] = heap[child]
+            i = child
+        heap[i] = a
+    return size
+
+
+@_jit
+def _heap_threshold(heap: Vector, size: int, B: int, scale: float) -> tuple[float, int]:
+    """The B-th largest non-zero |w| after scaling, and how many are larger.
+
+    The heap holds the B largest |w| before scaling. Rounding is monotone, so
+    scaling them gives the B largest after scaling (with any ties rounding
+    makes, which the count of larger ones accounts for). (0.0, count of
+    non-zeros) when fewer than B are non-zero.
+    """
+    thr = heap[0] * scale if size == B else 0.0
     above = 0
-    for k in range(nS):
-        above += abs(w[S[k]]) > thr
-    ties = B - above  # places left for entries equal to thr, by lower index
+    for i in range(size):
+        above += heap[i] * scale > thr
+    return thr, above
+
+
+@_jit
+def _keep_largest(
+    w: Vector, S: IntVector, nS: int, B: int, scale: float, thr: float, above: int
+) -> int:
+    """w[S] *= scale, then keep the B largest |w| (threshold thr, ``above`` larger).
+
+    Entries equal to thr fill the B - above places left by lower index
+    (ALGORITHMS.md, Truncate); the others become 0. Returns the new |S|.
+    """
+    ties = B - above
+    full = nS == w.shape[0]  # then S is 0..d-1, possibly not written out
     n = 0
     for k in range(nS):
-        j = S[k]
-        v = abs(w[j])
-        if v > thr:
+        j = k if full else S[k]
+        v = w[j] * scale
+        a = abs(v)
+        if a > thr:
+            w[j] = v
             S[n] = j
             n += 1
-        elif v == thr and ties > 0:
+        elif a == thr and a != 0.0 and ties > 0:
             ties -= 1
+            w[j] = v
             S[n] = j
             n += 1
+        elif a == 0.0:
+            # Underflow in the projection: the product itself, as numpy leaves it.
+            w[j] = v
         else:
             w[j] = 0.0
     return n
@@ -316,10 +383,38 @@ def _support(w: Vector, S: IntVector) -> int:
 
 
 @_jit
-def _after_step(w: Vector, S: IntVector, nS: int, B: int, radius_inv: float, tmp: Vector) -> int:
-    """Projection onto the L2 ball, then Truncate(w, B); returns the new |S|."""
-    nS = _project(w, S, nS, radius_inv, tmp)
-    return _truncate(w, S, nS, B, tmp)
+def _after_step(
+    w: Vector, S: IntVector, nS: int, B: int, radius_inv: float, tmp: Vector, heap: Vector
+) -> int:
+    """Projection onto the L2 ball, then Truncate(w, B); returns the new |S|.
+
+    Truncation compares the projected values (scaling can round two magnitudes
+    to a tie), computed on the fly and written only for the entries kept.
+    """
+    norm = _norm(w, S, nS, tmp)
+    # min(1, 1 / (sqrt(lam) ||w~||)): shrink only outside the ball (a zero w~ is
+    # inside it; this also avoids dividing by zero).
+    shrink = radius_inv * norm > 1.0
+    scale = 1.0 / (radius_inv * norm) if shrink else 1.0
+    if nS <= B:
+        # At most B non-zeros: nothing to truncate.
+        return _scale(w, S, nS, scale) if shrink else nS
+    if nS >= 16 * B:
+        # A few large entries among many: a heap, cheaper than a selection.
+        size = 0
+        for k in range(nS):
+            a = abs(w[S[k]])
+            if a != 0.0 and (size < B or a > heap[0]):
+                size = _heap_add(heap, size, B, a)
+        thr, above = _heap_threshold(heap, size, B, scale)
+    else:
+        for k in range(nS):
+            tmp[k] = abs(w[S[k]] * scale)
+        thr = _select(tmp, nS, nS - B)  # the B-th largest (0 if fewer are non-zero)
+        above = 0
+        for k in range(nS):
+            above += tmp[k] > thr
+    return _keep_largest(w, S, nS, B, scale, thr, above)
 
 
 @_jit
@@ -338,8 +433,10 @@ def _learn_dense(
     m, d = X.shape
     S = np.empty(d, dtype=np.int64)
     tmp = np.empty(d)
+    heap = np.empty(min(B, d))
     nS = _support(w, S)
     keep = 1.0 - decay
+    nS_heap = d >= 16 * B  # truncation to few of many: the heap route
     mistakes = 0
     for i in range(m):
         x = X[i]
@@ -352,14 +449,44 @@ def _learn_dense(
             nS = _decay(w, S, nS, keep)
         if yi * f <= margin:
             c = eta * yi
-            # A dense step can touch every entry: rebuild S in the same pass.
-            nS = 0
+            if nS_heap:
+                # Few kept among many: the heap of the B largest |w~| is filled
+                # in the step's pass (truncation compares projected values, but
+                # projection keeps their order).
+                count = 0
+                size = 0
+                for j in range(d):
+                    v = w[j] + x[j] * c
+                    w[j] = v
+                    count += v != 0.0
+                    a = abs(v)
+                    if a != 0.0 and (size < B or a > heap[0]):
+                        size = _heap_add(heap, size, B, a)
+                if count < d:
+                    _support(w, S)
+                nS = count
+                if nS <= B:
+                    nS = _after_step(w, S, nS, B, radius_inv, tmp, heap)
+                else:
+                    norm = _norm(w, S, nS, tmp)
+                    scale = 1.0 / (radius_inv * norm) if radius_inv * norm > 1.0 else 1.0
+                    thr, above = _heap_threshold(heap, size, B, scale)
+                    nS = _keep_largest(w, S, nS, B, scale, thr, above)
+                continue
+            # A dense step can touch every entry: a contiguous pass (it
+            # vectorises), then S rebuilt only if some entry is 0.
+            count = 0
             for j in range(d):
                 v = w[j] + x[j] * c
                 w[j] = v
-                S[nS] = j
-                nS += v != 0.0
-            nS = _after_step(w, S, nS, B, radius_inv, tmp)
+                count += v != 0.0
+            if count < d:
+                _support(w, S)
+            elif nS < d:
+                for j in range(d):
+                    S[j] = j
+            nS = count
+            nS = _after_step(w, S, nS, B, radius_inv, tmp, heap)
     return mistakes
 
 
@@ -383,6 +510,7 @@ def _learn_sparse(
     S = np.empty(d, dtype=np.int64)
     out = np.empty(d, dtype=np.int64)
     tmp = np.empty(d)
+    heap = np.empty(min(B, d))
     x_at = np.zeros(d)  # the instance scattered, to read it at S
     nS = _support(w, S)
     keep = 1.0 - decay
@@ -407,7 +535,7 @@ def _learn_sparse(
                 j = indices[p]
                 w[j] = w[j] + data[p] * c
             nS = _merge(w, S, nS, indices, lo, hi, out)
-            nS = _after_step(w, S, nS, B, radius_inv, tmp)
+            nS = _after_step(w, S, nS, B, radius_inv, tmp, heap)
     return mistakes
 
 
@@ -441,12 +569,13 @@ def _partial_instance(
     Observed are chosen[clo:chi] (explore) or S (exploit). The observation
     probability of feature j is ``base + rest * 1[w_j != 0]`` with base =
     (B/d) epsilon and rest = 1 - epsilon, w taken before the decay.
-    ``bufs`` holds three scratch rows of length d: the observed instance
-    (zero outside the explored features), the steps, and sums.
+    ``bufs`` holds four scratch rows of length d: the observed instance
+    (zero outside the explored features), the steps, sums and a heap.
     """
     obs = bufs[0]
     step = bufs[1]
     tmp = bufs[2]
+    heap = bufs[3]
     if explore:
         nidx = chi - clo
         for q in range(nidx):
@@ -475,7 +604,7 @@ def _partial_instance(
             j = idx[q]
             w[j] = w[j] + step[q] * c
         nS = _merge(w, S, nS, idx, 0, nidx, out)
-        nS = _after_step(w, S, nS, B, radius_inv, tmp)
+        nS = _after_step(w, S, nS, B, radius_inv, tmp, heap)
     return pred, nS
 
 
@@ -501,7 +630,7 @@ def _learn_partial_dense(
     S = np.empty(d, dtype=np.int64)
     idx = np.empty(d, dtype=np.int64)
     out = np.empty(d, dtype=np.int64)
-    bufs = np.zeros((3, d))
+    bufs = np.zeros((4, d))
     nS = _support(w, S)
     mistakes = 0
     for i in range(m):
@@ -557,7 +686,7 @@ def _learn_partial_sparse(
     S = np.empty(d, dtype=np.int64)
     idx = np.empty(d, dtype=np.int64)
     out = np.empty(d, dtype=np.int64)
-    bufs = np.zeros((3, d))
+    bufs = np.zeros((4, d))
     x = np.zeros(d)  # the instance expanded, as OFS-P reads any feature of it
     nS = _support(w, S)
     mistakes = 0
