@@ -453,12 +453,23 @@ def _learn_dense(
                 # Few kept among many: the heap of the B largest |w~| is filled
                 # in the step's pass (truncation compares projected values, but
                 # projection keeps their order).
-                count = 0
+                # The entries kept last time go in first: they are usually
+                # still the largest, so few of the others get past the root.
                 size = 0
+                for k in range(nS):
+                    j = S[k]
+                    a = abs(w[j] + x[j] * c)  # the value the pass below computes
+                    if a != 0.0:
+                        size = _heap_add(heap, size, B, a)
+                count = 0
+                p = 0  # next entry of S: those are in the heap already
                 for j in range(d):
                     v = w[j] + x[j] * c
                     w[j] = v
                     count += v != 0.0
+                    if p < nS and S[p] == j:
+                        p += 1
+                        continue
                     a = abs(v)
                     if a != 0.0 and (size < B or a > heap[0]):
                         size = _heap_add(heap, size, B, a)
