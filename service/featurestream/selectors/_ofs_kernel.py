@@ -197,7 +197,10 @@ def _decay(w: Vector, S: IntVector, nS: int, keep: float) -> int:
     for k in range(nS):
         j = S[k]
         v = w[j] * keep
-        w[j] = v
+        # + 0.0 turns an underflow to -0.0 into +0.0: a dense step later adds
+        # x_j * c to it and a sparse one does not, and -0.0 would let the two
+        # forms of an instance differ in a sign bit.
+        w[j] = v + 0.0
         S[n] = j
         n += v != 0.0
     return n
@@ -240,14 +243,14 @@ def _scale(w: Vector, S: IntVector, nS: int, scale: float) -> int:
         n = 0
         for j in range(nS):
             v = w[j] * scale
-            w[j] = v
+            w[j] = v + 0.0  # no -0.0 (see _decay)
             n += v != 0.0
         return n if n == nS else _support(w, S)
     n = 0
     for k in range(nS):
         j = S[k]
         v = w[j] * scale
-        w[j] = v
+        w[j] = v + 0.0  # no -0.0 (see _decay)
         S[n] = j
         n += v != 0.0
     return n
@@ -361,11 +364,8 @@ def _keep_largest(
             w[j] = v
             S[n] = j
             n += 1
-        elif a == 0.0:
-            # Underflow in the projection: the product itself, as numpy leaves it.
-            w[j] = v
         else:
-            w[j] = 0.0
+            w[j] = 0.0  # also an entry the projection underflowed: +0.0, see _decay
     return n
 
 
