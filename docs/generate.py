@@ -16,10 +16,8 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
-import importlib
 import inspect
 import json
-import pkgutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -161,26 +159,20 @@ def _operation(lines: list[str], method: str, path: str, op: dict[str, Any]) -> 
 
 
 _CLOSE_MEANINGS = {
-    "CLOSE_NORMAL": "the client or the server ended the session normally",
-    "CLOSE_GOING_AWAY": "the server is shutting down (frames read were answered first)",
-    "CLOSE_POLICY": "unknown stream, invalid query or a fatal sequence conflict",
-    "CLOSE_SERVER_ERROR": "server error",
-    "CLOSE_TRY_AGAIN_LATER": "the store is unavailable or the server is shutting down: retry",
+    "WS_1000_NORMAL_CLOSURE": "the client or the server ended the session normally",
+    "WS_1001_GOING_AWAY": "the server is shutting down (frames read were answered first)",
+    "WS_1008_POLICY_VIOLATION": "unknown stream, invalid query or a fatal sequence conflict",
+    "WS_1011_INTERNAL_ERROR": "server error",
+    "WS_1013_TRY_AGAIN_LATER": "the store is unavailable or the server is shutting down: retry",
 }
 
 
 def _websockets(lines: list[str]) -> None:
     from fastapi.routing import APIWebSocketRoute
 
-    import featurestream.api.routes as routes_pkg
+    from featurestream.api import ws
 
-    found = []
-    for info in sorted(pkgutil.iter_modules(routes_pkg.__path__), key=lambda i: i.name):
-        module = importlib.import_module(f"{routes_pkg.__name__}.{info.name}")
-        router = getattr(module, "router", None)
-        for route in getattr(router, "routes", []):
-            if isinstance(route, APIWebSocketRoute):
-                found.append(route)
+    found = [r for r in ws.router.routes if isinstance(r, APIWebSocketRoute)]
     if not found:
         return
     lines += ["## WebSocket", ""]
@@ -188,7 +180,7 @@ def _websockets(lines: list[str]) -> None:
         summary = (inspect.getdoc(route.endpoint) or "").split("\n\n")[0]
         lines += [f"### `WS {route.path}?producer=<name>&seq=<k>`", ""]
         if summary:
-            lines += [summary.replace("``", "`").replace(" (API.md)", ""), ""]
+            lines += [summary.replace("``", "`"), ""]
         lines += [
             "Frames sent on one connection are numbered consecutively from `seq`",
             "(default: the producer's next expected seq), exactly like the `seq` of",
@@ -212,10 +204,11 @@ def _websockets(lines: list[str]) -> None:
             "",
         ]
         module = sys.modules[route.endpoint.__module__]
+        # The close codes the endpoint's module names (starlette's WS_* constants).
         codes = sorted(
             (value, name)
             for name, value in vars(module).items()
-            if name.startswith("CLOSE_") and isinstance(value, int)
+            if name.startswith("WS_") and isinstance(value, int)
         )
         if codes:
             lines += ["| close code | meaning |", "|---|---|"]

@@ -8,6 +8,8 @@ selector backed by a server stream. The guide is docs/client.md.
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _distribution_version
 from typing import TYPE_CHECKING, Any
 
 from featurestream_client.aio import AsyncClient, AsyncStream
@@ -48,7 +50,19 @@ from featurestream_client.ws import WebSocketUnavailable
 if TYPE_CHECKING:
     from featurestream_client.sklearn import FeatureStreamSelector
 
-__version__ = "0.1.0"
+
+def _installed_version() -> str:
+    # The client ships alone (featurestream-client) and inside the server's
+    # distribution (featurestream); either way the installed metadata knows its version.
+    for distribution in ("featurestream-client", "featurestream"):
+        try:
+            return _distribution_version(distribution)
+        except PackageNotFoundError:
+            continue
+    return "0+unknown"
+
+
+__version__ = _installed_version()
 
 
 def __getattr__(name: str) -> Any:

@@ -6,22 +6,34 @@ The same operations as :mod:`featurestream_client.client`, awaited.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import httpx
 
-from featurestream_client import _core, _data, ws
-from featurestream_client._core import Call, Op, Producer, Reply, StreamCore
-from featurestream_client.client import (
-    _DROPPED,
-    DEFAULT_URL,
-    RETRYABLE_TRANSPORT_ERRORS,
+from featurestream_client import _core, ws
+from featurestream_client._base import (
     SubscribeMode,
     _Base,
+    _StreamBase,
+    create_core_op,
+    handle_core,
+    probe_op,
+    ws_handshake,
 )
-from featurestream_client.errors import ConnectionFailed, FeatureStreamError
+from featurestream_client._steps import (
+    Close,
+    Connect,
+    Emit,
+    Flow,
+    Poll,
+    Recv,
+    Request,
+    Runner,
+    Send,
+    Sleep,
+)
+from featurestream_client._streaming import selection_op
 from featurestream_client.models import (
     Algorithm,
     Event,
@@ -31,47 +43,20 @@ from featurestream_client.models import (
     Selection,
     StreamInfo,
 )
-from featurestream_client.retry import RetryPolicy, retry_after_seconds
 
 T = TypeVar("T")
 
 
-class AsyncClient(_Base):
+class AsyncClient(_Base[httpx.AsyncClient, httpx.AsyncBaseTransport]):
     """The asynchronous twin of :class:`~featurestream_client.Client` (same parameters).
 
     ``transport`` may be an ``httpx.ASGITransport(app)`` to talk to an app in
     the same process.
     """
 
-    def __init__(
-        self,
-        url: str = DEFAULT_URL,
-        *,
-        api_key: str | None = None,
-        timeout: float | httpx.Timeout = 30.0,
-        retry: RetryPolicy | None = None,
-        chunk_columns: int = 2000,
-        chunk_bytes: int = 8 * 1024 * 1024,
-        max_header_bytes: int = 8 * 1024,
-        window: int = 16,
-        trust_env: bool = True,
-        transport: httpx.AsyncBaseTransport | None = None,
-        http_client: httpx.AsyncClient | None = None,
-    ) -> None:
-        super().__init__(
-            url,
-            api_key=api_key,
-            timeout=timeout,
-            retry=retry,
-            chunk_columns=chunk_columns,
-            chunk_bytes=chunk_bytes,
-            max_header_bytes=max_header_bytes,
-            window=window,
-            trust_env=trust_env,
-        )
-        self._owns_http = http_client is None
-        self._http = http_client or httpx.AsyncClient(
-            base_url=self.url, timeout=timeout, transport=transport, trust_env=trust_env
+    def _open_http(self, transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            base_url=self.url, timeout=self.timeout, transport=transport, trust_env=self.trust_env
         )
 
     async def aclose(self) -> None:
@@ -87,62 +72,64 @@ class AsyncClient(_Base):
     def __repr__(self) -> str:
         return f"AsyncClient({self.url!r})"
 
-    # ------------------------------------------------------------ transport
+    # ------------------------------------------------------------ the driver
 
-    async def _send(self, call: Call) -> Reply:
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                response = await self._http.request(
-                    call.method,
-                    call.path,
-                    json=call.json,
-                    content=call.content,
-                    headers={**self._headers, **call.headers},
-                    params=dict(call.params) or None,
-                )
-            except RETRYABLE_TRANSPORT_ERRORS as exc:
-                error: FeatureStreamError = self._connection_failed(call, exc, attempt)
-                if not self.retry.should_retry(error, attempt):
-                    raise error from exc
-                await asyncio.sleep(self.retry.delay(attempt))
-                continue
-            if response.status_code < 300 or response.status_code in call.accept:
-                return self._reply(response, attempt)
-            error = self._error(response, attempt)
-            if not self.retry.should_retry(error, attempt):
-                raise error
-            wait = retry_after_seconds(response.headers.get("retry-after"))
-            await asyncio.sleep(self.retry.delay(attempt, wait))
+    async def _run(self, op: Flow[T]) -> T:
+        """Run an operation to its result, awaiting each step."""
+        run = self._runner(op)
+        async for _ in self._drive(run):
+            pass  # an operation run for its result emits nothing
+        return run.result
 
-    async def _run(self, op: Op[T]) -> T:
+    async def _drive(self, run: Runner[Any]) -> AsyncIterator[Any]:
+        """Do each step of ``run`` and report its outcome; pass on what the flow emits."""
         try:
-            call = next(op)
-            while True:
+            for step in run:
+                if isinstance(step, Emit):
+                    yield step.value
+                    continue
                 try:
-                    reply = await self._send(call)
-                except FeatureStreamError as exc:
-                    call = op.throw(exc)
-                else:
-                    call = op.send(reply)
-        except StopIteration as stop:
-            result: T = stop.value
-            return result
+                    run.reply(await self._do(step))
+                except BaseException as exc:
+                    run.fail(exc)
+        finally:
+            run.close()
+            for conn in run.open:
+                await conn.close()
+
+    async def _do(self, step: Any) -> Any:
+        match step:
+            case Request():
+                return await self._http.request(**step.kwargs())
+            case Sleep(seconds):
+                await asyncio.sleep(seconds)
+            case Connect(path, query):
+                return await self._ws_connect(path, query)
+            case Send(conn, data):
+                await conn.send(data)
+            case Recv(conn, timeout):
+                return await asyncio.wait_for(conn.recv(), timeout)
+            case Poll(conn):
+                # A moment for the event loop to hand over what has arrived.
+                return await asyncio.wait_for(conn.recv(), 0.05)
+            case Close(conn):
+                await conn.close()
+        return None
+
+    async def _ws_connect(self, path: str, query: Mapping[str, Any]) -> Any:
+        url = ws.ws_url(self.url, path, query)
+        with ws_handshake(url):
+            from websockets.asyncio.client import connect
+
+            return await connect(url, **self._ws_options())
 
     # ------------------------------------------------------------ server
 
     async def health(self) -> bool:
-        try:
-            return (await self._http.get("/healthz")).status_code == 200
-        except httpx.HTTPError:
-            return False
+        return await self._run(probe_op("/healthz"))
 
     async def ready(self) -> bool:
-        try:
-            return (await self._http.get("/readyz")).status_code == 200
-        except httpx.HTTPError:
-            return False
+        return await self._run(probe_op("/readyz"))
 
     async def algorithms(self) -> list[Algorithm]:
         return await self._run(_core.algorithms_op())
@@ -161,24 +148,16 @@ class AsyncClient(_Base):
         producer: str | None = None,
     ) -> AsyncStream:
         """See :meth:`featurestream_client.Client.create_stream`."""
-        info = await self._run(
-            _core.create_op(
-                algorithm, target=target, feature_names=feature_names, params=params, stream_id=id
-            )
+        core = await self._run(
+            create_core_op(algorithm, target, feature_names, params, id, producer, self.chunking)
         )
-        handle = self.stream(info.id, producer=producer, next_seq=1 if producer else None)
-        handle._core.info = info
-        return handle
+        return AsyncStream(self, core)
 
     def stream(
         self, stream_id: str, *, producer: str | None = None, next_seq: int | None = None
     ) -> AsyncStream:
         """See :meth:`featurestream_client.Client.stream`."""
-        name = producer or _core.new_producer_name()
-        start: int | None = 1 if producer is None else next_seq
-        if start is not None and start < 1:
-            raise ValueError(f"next_seq must be >= 1; got {start}.")
-        return AsyncStream(self, StreamCore(stream_id, Producer(name, start), self.chunking))
+        return AsyncStream(self, handle_core(stream_id, producer, next_seq, self.chunking))
 
     async def get_stream(self, stream_id: str, *, producer: str | None = None) -> AsyncStream:
         handle = self.stream(stream_id, producer=producer)
@@ -188,46 +167,12 @@ class AsyncClient(_Base):
     async def delete_stream(self, stream_id: str) -> None:
         await self._run(_core.delete_op(stream_id))
 
-    async def _ws_connect(self, path: str, query: Mapping[str, Any]) -> Any:
-        try:
-            from websockets.asyncio.client import connect
-            from websockets.exceptions import InvalidHandshake, InvalidStatus
-        except ImportError as exc:  # pragma: no cover - a declared dependency
-            raise ws.WebSocketUnavailable("The 'websockets' package is not installed.") from exc
-        url = ws.ws_url(self.url, path, query)
-        try:
-            return await connect(url, **self._ws_options())
-        except InvalidStatus as exc:
-            raise ws.handshake_error(exc.response.status_code, str(exc)) from exc
-        except (OSError, TimeoutError, InvalidHandshake) as exc:
-            raise ConnectionFailed(f"WebSocket connection to {url} failed: {exc}") from exc
 
-
-class AsyncStream:
+class AsyncStream(_StreamBase[AsyncClient]):
     """The asynchronous twin of :class:`~featurestream_client.Stream`."""
-
-    def __init__(self, client: AsyncClient, core: StreamCore) -> None:
-        self.client = client
-        self._core = core
 
     def __repr__(self) -> str:
         return f"AsyncStream({self.id!r}, producer={self.producer!r})"
-
-    @property
-    def id(self) -> str:
-        return self._core.id
-
-    @property
-    def producer(self) -> str:
-        return self._core.producer.name
-
-    @property
-    def next_seq(self) -> int | None:
-        return self._core.producer.next_seq
-
-    @property
-    def info(self) -> StreamInfo | None:
-        return self._core.info
 
     async def refresh(self) -> StreamInfo:
         self._core.info = await self.client._run(_core.get_info_op(self.id))
@@ -279,89 +224,17 @@ class AsyncStream:
         binary: bool = True,
     ) -> InstancesResult:
         """See :meth:`featurestream_client.Stream.stream_instances`."""
-        self._core._check_kind("instances")
-        if self._core.producer.next_seq is None:
-            await self.client._run(self._core.resync_op())
-        first = self._core.producer.next_seq
-        assert first is not None
-        feed = ws.InstanceFeed(
-            _data.iter_frames(data, y, batch_size),
-            first,
-            window or self.client.window,
-            on_error,
-            on_selected,
-            binary,
+        return await self.client._run(
+            self._stream_instances_op(data, y, batch_size, window, on_error, on_selected, binary)
         )
-        try:
-            await self._run_feed(feed)
-        finally:
-            self._core.producer.next_seq = None if feed.pending else feed.next_seq
-        if feed.failure is not None:
-            feed.failure.partial = feed.result()
-            raise feed.failure
-        return feed.result()
-
-    async def _run_feed(self, feed: ws.InstanceFeed) -> None:
-        from websockets.exceptions import ConnectionClosed
-
-        path = _core.stream_path(self.id, "/ws")
-        conn = None
-        failures = 0
-        try:
-            while not feed.done:
-                if conn is None:
-                    query = {"producer": self.producer, "seq": feed.resume_seq()}
-                    try:
-                        conn = await self.client._ws_connect(path, query)
-                    except ConnectionFailed as exc:
-                        failures += 1
-                        if not self.client.retry.should_retry(exc, failures):
-                            raise
-                        await asyncio.sleep(self.client.retry.delay(failures))
-                        continue
-                    for frame in feed.unanswered():
-                        await conn.send(frame.data)
-                try:
-                    for frame in feed.take():
-                        await conn.send(frame.data)
-                    if feed.pending:
-                        message = await asyncio.wait_for(conn.recv(), self.client._recv_timeout)
-                        feed.receive(message)
-                        failures = 0
-                except (ConnectionClosed, TimeoutError) as exc:
-                    closed = isinstance(exc, ConnectionClosed) and exc.rcvd is not None
-                    code = exc.rcvd.code if closed else None  # type: ignore[union-attr]
-                    reason = exc.rcvd.reason if closed else ""  # type: ignore[union-attr]
-                    # What the server said before closing (acks, or why it closed) first.
-                    for pending in await _drain(conn):
-                        feed.receive(pending)
-                    await conn.close()
-                    conn = None
-                    failures += 1
-                    if code not in ws.RESUMABLE_CLOSE_CODES:
-                        raise ws.close_error(code, reason) from exc
-                    if failures >= self.client.retry.attempts:
-                        raise ConnectionFailed(
-                            f"The WebSocket of stream {self.id!r} dropped {failures} times "
-                            f"(last close code {code})."
-                        ) from exc
-                    await asyncio.sleep(
-                        self.client.retry.delay(failures, 1.0 if code == 1013 else None)
-                    )
-        finally:
-            if conn is not None:
-                await conn.close()
-        feed.selection = await self.selected()
 
     async def selected(self) -> Selection:
-        selection, _ = await self.client._run(_core.selected_op(self.id))
-        assert selection is not None
-        return selection
+        return await self.client._run(selection_op(self.id))
 
     async def events(self, after: str | None = None, limit: int = 100) -> EventPage:
         return await self.client._run(_core.events_op(self.id, after, limit))
 
-    async def iter_events(
+    def iter_events(
         self,
         after: str | None = None,
         *,
@@ -369,15 +242,7 @@ class AsyncStream:
         follow: bool = False,
         poll_interval: float = 1.0,
     ) -> AsyncIterator[Event]:
-        while True:
-            page = await self.events(after, page_size)
-            for event in page.events:
-                yield event
-            after = page.next
-            if len(page.events) < page_size:
-                if not follow:
-                    return
-                await asyncio.sleep(poll_interval)
+        return self.client._drive(self._event_pages(after, page_size, follow, poll_interval))
 
     async def status(self) -> dict[str, Any]:
         return await self.client._run(_core.status_op(self.id))
@@ -393,88 +258,7 @@ class AsyncStream:
         timeout: float | None = None,
     ) -> AsyncIterator[Selection]:
         """See :meth:`featurestream_client.Stream.subscribe`."""
-        if mode not in ("auto", "websocket", "poll"):
-            raise ValueError(f"mode must be 'auto', 'websocket' or 'poll'; got {mode!r}.")
-        return self._subscribe(mode, poll_interval, timeout)
-
-    async def _subscribe(
-        self, mode: SubscribeMode, poll_interval: float, timeout: float | None
-    ) -> AsyncIterator[Selection]:
-        path = _core.stream_path(self.id, "/ws")
-        conn = None
-        if mode != "poll":
-            try:
-                conn = await self.client._ws_connect(path, {})
-            except ws.WebSocketUnavailable:
-                if mode == "websocket":
-                    raise
-        try:
-            current, etag = await self.client._run(_core.selected_op(self.id))
-            assert current is not None
-            yield current
-            last = current
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while True:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return
-                new: Selection | object | None
-                if conn is None:
-                    wait = poll_interval if remaining is None else min(poll_interval, remaining)
-                    await asyncio.sleep(wait)
-                    new, etag = await self.client._run(_core.selected_op(self.id, etag))
-                else:
-                    new = await self._listen(conn, remaining)
-                    if new is _DROPPED:
-                        await conn.close()
-                        conn = await self._reconnect(path)
-                        new, etag = await self.client._run(_core.selected_op(self.id))
-                if isinstance(new, Selection) and new.version > last.version:
-                    if new.names != last.names:
-                        yield new
-                        deadline = None if timeout is None else time.monotonic() + timeout
-                    last = new
-        finally:
-            if conn is not None:
-                await conn.close()
-
-    async def _reconnect(self, path: str) -> Any:
-        """Open the listener's WebSocket again, with the client's retry policy."""
-        failures = 0
-        while True:
-            try:
-                return await self.client._ws_connect(path, {})
-            except ConnectionFailed as exc:
-                failures += 1
-                if not self.client.retry.should_retry(exc, failures):
-                    raise
-                await asyncio.sleep(self.client.retry.delay(failures))
-
-    async def _listen(self, conn: Any, timeout: float | None) -> Selection | object | None:
-        from websockets.exceptions import ConnectionClosed
-
-        try:
-            message = await asyncio.wait_for(conn.recv(), timeout)
-        except TimeoutError:
-            return None
-        except ConnectionClosed as exc:
-            for pending in await _drain(conn):
-                ws.selection_message(pending)  # raises the server's reason for closing, if any
-            code = exc.rcvd.code if exc.rcvd else None
-            if code not in ws.RESUMABLE_CLOSE_CODES:
-                raise ws.close_error(code, exc.rcvd.reason if exc.rcvd else "") from exc
-            return _DROPPED
-        return ws.selection_message(message)
-
-
-async def _drain(conn: Any) -> list[str | bytes]:
-    """Messages received before the connection closed and not yet read."""
-    out: list[str | bytes] = []
-    while True:
-        try:
-            out.append(await asyncio.wait_for(conn.recv(), 0.05))
-        except Exception:  # closed and empty (ConnectionClosed), or nothing more (TimeoutError)
-            return out
+        return self.client._drive(self._subscription(mode, poll_interval, timeout))
 
 
 __all__ = ["AsyncClient", "AsyncStream"]

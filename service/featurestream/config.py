@@ -58,6 +58,12 @@ class Settings(BaseSettings):
     cache_streams: int = Field(
         256, ge=0, description="Streams whose decoded state a process keeps in memory."
     )
+    cache_bytes: int = Field(
+        256 * 1024 * 1024,
+        ge=0,
+        description="Bytes of encoded state (as stored) of the streams a process keeps "
+        "decoded in memory; the least recently used go first beyond it or cache_streams.",
+    )
     api_keys_file: str | None = Field(
         None,
         description="File of 'tenant:<sha256 hex of key>' lines; when set, every /v1 route "

@@ -154,9 +154,6 @@ class Unauthorized(FeatureStreamError):
 class LimitExceeded(FeatureStreamError):
     """A request goes beyond a configured limit (columns, instances, streams...)."""
 
-    status = 413
-    type_suffix = "limit-exceeded"
-
     def __init__(self, message: str, *, limit: str, maximum: int) -> None:
         super().__init__(message)
         self.limit = limit

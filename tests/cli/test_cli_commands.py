@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from featurestream import cli
-from featurestream.cli import build_parser, main
+from featurestream._entry import build_parser, main
 from featurestream_client import Client, Stream
+from featurestream_client import cli as client_cli
 from tests import support
 
 NAMES = support.names(30)
@@ -47,7 +48,7 @@ def test_events_as_table_and_json_lines(
         everything = list(c.stream(stream.id).iter_events())
     assert main(["events", stream.id, "--url", url]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == cli.EVENT_COLUMNS
+    assert lines[0].split() == client_cli.EVENT_COLUMNS
     assert [line.split()[0] for line in lines[1:]] == [e.id for e in everything]
     assert lines[1].split() == [
         "1-0",
@@ -136,3 +137,9 @@ def test_url_comes_from_the_environment(
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["id"] == stream.id
+
+
+def test_the_server_command_line_leaves_the_client_package_alone() -> None:
+    code = "import sys\nimport featurestream.cli\nprint('featurestream_client' in sys.modules)\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from featurestream.cli import main
+from featurestream._entry import main
 from featurestream_client import Client
 from tests.conftest import free_port
 

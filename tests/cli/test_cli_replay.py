@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from featurestream.cli import main
+from featurestream._entry import main
 from featurestream_client import Client
 from tests import support
 from tests.client.live import LiveServer

@@ -166,5 +166,5 @@ def has_websocket_route() -> bool:
 
 WS_MISSING = (
     "the server has no WebSocket route /v1/streams/{stream_id}/ws "
-    "(service/featurestream/api/routes/ws.py) yet"
+    "(service/featurestream/api/ws/) yet"
 )

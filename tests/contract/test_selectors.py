@@ -1,4 +1,6 @@
-"""The generic contract every registered selector meets (STYLE.md section 7).
+"""The generic contract every registered selector meets.
+
+docs/algorithms.md, "How a selector is built", says what it consists of.
 
 Runs on each REGISTRY entry with each of its ``test_params()``, so a new
 selector is checked as soon as it is registered.
@@ -15,8 +17,7 @@ import pytest
 
 from featurestream import codec
 from featurestream.errors import InvalidParameter
-from featurestream.selectors import REGISTRY
-from featurestream.selectors.base import FeatureSelector, InstanceSelector, Reason, Selector
+from featurestream.selectors import REGISTRY, FeatureSelector, InstanceSelector, Reason, Selector
 
 CASES = [
     pytest.param(cls, params, id=f"{name}-{i}")
@@ -206,10 +207,10 @@ def test_params_schema_lists_every_field_with_its_default(cls: Any) -> None:
     schema = ptype.json_schema()
     for f in dataclasses.fields(ptype):
         assert f.name in schema["properties"]
-        if f.name in ptype.required:
+        if f.name in ptype.required_fields():
             assert f.name in schema["required"]
             with pytest.raises(InvalidParameter) as info:
                 ptype.from_mapping({})
-            assert info.value.parameter in ptype.required
+            assert info.value.parameter in ptype.required_fields()
         else:
             assert schema["properties"][f.name]["default"] == f.default

@@ -32,7 +32,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from featurestream.cli import build_parser
+from featurestream._entry import build_parser
 from featurestream.config import Settings
 from tests.deploy import manifests as m
 
@@ -306,8 +306,9 @@ def _bench_options() -> set[str]:
 def client_env_names() -> set[str]:
     """Environment variables the command line itself reads (server URL, API key, ...)."""
     import featurestream.cli as cli
+    import featurestream_client.cli as client_cli
 
-    source = Path(cli.__file__).read_text()
+    source = Path(cli.__file__).read_text() + Path(client_cli.__file__).read_text()
     return set(re.findall(r"os\.environ\.get\(\s*\"(FEATURESTREAM_\w+)\"", source))
 
 
@@ -338,7 +339,7 @@ def _featurestream(argv: list[str], command: Command, ctx: Context) -> None:
     if "--follow" in argv:
         return  # runs until interrupted: parsing it is the check
     # A client command: run it against the live server.
-    from featurestream.cli import main
+    from featurestream._entry import main
 
     rewritten = [
         a.replace("http://localhost:8000", ctx.base_url).replace(

@@ -26,8 +26,8 @@ from starlette.testclient import TestClient
 import featurestream.selectors as selectors_pkg
 from featurestream.api import create_app
 from featurestream.config import Settings
-from featurestream.selectors import REGISTRY
-from featurestream.selectors.base import NoneOr, Reason, Selector
+from featurestream.selectors import REGISTRY, Reason, Selector
+from featurestream.selectors.params import NoneOr
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -150,7 +150,7 @@ def test_algorithm_parameters_are_documented_with_defaults_and_ranges(key: str) 
     assert set(rows) == set(fields), f"{key}: documented {sorted(rows)}, actual {sorted(fields)}"
     for name, f in fields.items():
         _, default, allowed, meaning = rows[name]
-        if name in params.required:
+        if name in params.required_fields():
             assert default == "required", f"{key}.{name}"
         else:
             assert default.startswith("`") and json.loads(default.strip("`")) == f.default, (
@@ -159,7 +159,7 @@ def test_algorithm_parameters_are_documented_with_defaults_and_ranges(key: str) 
         rule = params.constraints[name]
         expected = (
             rule.inner.describe()
-            if name in params.required and isinstance(rule, NoneOr)
+            if name in params.required_fields() and isinstance(rule, NoneOr)
             else rule.describe()
         )
         assert allowed == expected, f"{key}.{name}: allowed {allowed!r}, code says {expected!r}"

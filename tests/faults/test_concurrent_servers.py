@@ -158,7 +158,7 @@ def test_a_websocket_without_seq_on_another_process_continues_the_producer(
     redis_server_factory: Callable[..., RedisServer],
     key_prefix: str,
 ) -> None:
-    """API.md: frames are numbered from the producer's next expected seq when none is given."""
+    """docs/api.md: frames are numbered from the producer's next expected seq when none is given."""
     store = redis_server_factory()
     a, b = processes.start(2, store.url, key_prefix)
     workload: InstanceWorkload = instance_workload(420, "ofs", frames=9)

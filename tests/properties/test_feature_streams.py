@@ -19,10 +19,9 @@ from hypothesis import strategies as st
 
 from featurestream import codec
 from featurestream.config import Settings
-from featurestream.selectors import REGISTRY
-from featurestream.selectors.base import FeatureSelector
+from featurestream.engine import StreamEngine, wire
+from featurestream.selectors import REGISTRY, FeatureSelector
 from featurestream.store.memory import InMemoryStore
-from featurestream.streams import StreamEngine
 
 FEATURE_SELECTORS = [
     pytest.param(cls, params, id=f"{name}-{i}")
@@ -150,7 +149,7 @@ def test_replaying_the_event_log_reproduces_the_state(
             await engine.add_features(
                 "p", names[a:b], X[a:b], groups=None if groups is None else groups[a:b]
             )
-        log = (await engine.events("p", None, 100_000))["events"]
+        log = wire.event_page(await engine.events("p", None, 100_000))["events"]
         return (await engine.store.load("p")).blob, log
 
     blob, log = anyio.run(run)

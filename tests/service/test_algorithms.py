@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from featurestream.engine import wire
 from featurestream.selectors import REGISTRY
 from featurestream.selectors.base import FeatureSelector
 
@@ -50,7 +51,7 @@ def test_service_decides_like_the_selector_in_process(client: TestClient, algori
         X, y, names = feature_data(cls.requires_discrete(p))
         groups = [f"g{i // 4}" for i in range(len(names))] if cls.uses_groups else None
         local = cls.start(p, y)
-        expected = [d.to_json() for d in local.learn_features(names, X, groups)]
+        expected = [wire.decision(d) for d in local.learn_features(names, X, groups)]
         r = client.post(
             "/v1/streams",
             json={"id": "a", "algorithm": algorithm, "params": params, "target": y.tolist()},
@@ -120,7 +121,7 @@ def test_service_decides_like_the_selector_in_process(client: TestClient, algori
     selection = client.get("/v1/streams/a/selected").json()
     assert [f["name"] for f in selection["features"]] == list(local.selected())
     assert [f["score"] for f in selection["features"]] == [
-        f.to_json()["score"] for f in local.selected_features()
+        wire.selected_feature(f)["score"] for f in local.selected_features()
     ]
     status = client.get("/v1/streams/a/status").json()
     assert {k: status[k] for k in local.status()} == local.status()

@@ -1,4 +1,4 @@
-"""The HTTP contract (API.md) for feature streams, against the memory store and real Redis."""
+"""The HTTP contract (docs/api.md) for feature streams, against the memory store and real Redis."""
 
 from __future__ import annotations
 

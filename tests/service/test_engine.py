@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from featurestream.config import Settings
+from featurestream.engine import StreamEngine, wire
+from featurestream.errors import StreamNotFound
 from featurestream.store.memory import InMemoryStore
-from featurestream.streams import StreamEngine
 
 pytestmark = pytest.mark.anyio
 
@@ -69,7 +70,7 @@ async def test_a_stale_process_reloads_once_and_applies_on_the_winners_state() -
     await a.add_features("s", ["c2"], X[2:3])  # a is stale: its commit fails, it reloads
     assert store.calls["load"] == 2
     assert store.calls["commit"] == 4  # 3 successful + 1 conflict
-    status = await a.status("s")
+    status = wire.status(await a.status("s"))
     assert status["features_seen"] == 3 and status["version"] == 3
 
 
@@ -83,5 +84,44 @@ async def test_concurrent_writers_in_one_process_are_serialised() -> None:
     async with anyio.create_task_group() as tg:
         for i in range(20):
             tg.start_soon(engine.add_features, "s", [f"c{i}"], X[i : i + 1])
-    assert (await engine.status("s"))["features_seen"] == 20
+    assert wire.status(await engine.status("s"))["features_seen"] == 20
     assert store.calls["commit"] == 20  # no conflicts inside one process
+
+
+async def test_the_lock_table_keeps_no_lock_nobody_needs() -> None:
+    engine = StreamEngine(CountingStore(), SETTINGS)
+    rng = np.random.default_rng(3)
+    for i in range(50):
+        with pytest.raises(StreamNotFound):
+            await engine.add_features(f"missing-{i}", [f"c{i}"], rng.normal(size=(1, 30)))
+    assert engine.cache.locks() == 0
+    await _create(engine, rng.normal(size=30))
+    await engine.add_features("s", ["c"], rng.normal(size=(1, 30)))
+    assert await engine.delete("s")
+    assert engine.cache.locks() == 0 and len(engine.cache) == 0
+
+
+async def test_the_cache_is_bounded_by_the_count_of_streams() -> None:
+    store = CountingStore()
+    engine = StreamEngine(store, Settings(store_url="memory://", cache_streams=2))
+    rng = np.random.default_rng(4)
+    y = rng.normal(size=30)
+    for sid in ("a", "b", "c"):
+        await engine.create(
+            stream_id=sid, algorithm="saola", params=None, target=y.tolist(), feature_names=None
+        )
+    assert len(engine.cache) == 2 and "a" not in engine.cache
+    await engine.add_features("a", ["x"], rng.normal(size=(1, 30)))  # the oldest was evicted
+    assert store.calls["load"] == 1 and "b" not in engine.cache
+
+
+async def test_the_cache_is_bounded_by_the_bytes_of_state() -> None:
+    store = CountingStore()
+    engine = StreamEngine(store, Settings(store_url="memory://", cache_bytes=1))
+    rng = np.random.default_rng(5)
+    await _create(engine, rng.normal(size=30))
+    assert len(engine.cache) == 0 and engine.cache.bytes == 0
+    for i in range(3):
+        await engine.add_features("s", [f"c{i}"], rng.normal(size=(1, 30)))
+    # No state fits: every write reads the stream from the store.
+    assert store.calls["load"] == 3 and engine.cache.locks() == 0

@@ -1,4 +1,4 @@
-"""GET /selected answered ahead of the router (api/routes/selection.SelectionReads).
+"""GET /selected answered ahead of the router (api/middleware.SelectionReads).
 
 The fast path must be invisible: every response equals the route's own, and
 every case it does not handle reaches the route. A query string sends a read
@@ -22,10 +22,11 @@ from starlette.routing import Route
 
 from featurestream.api import create_app
 from featurestream.api.auth import KeyRing, hash_key
-from featurestream.api.routes.selection import SelectionReads, selected_route
+from featurestream.api.middleware import SelectionReads
+from featurestream.api.routes.selection import selected_route
 from featurestream.config import Settings
+from featurestream.engine import StreamEngine
 from featurestream.store.memory import InMemoryStore
-from featurestream.streams import StreamEngine
 
 TARGET = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
 COLUMN = {"features": [{"name": "a", "values": [1.0, 2, 3, 4, 6, 5]}]}

@@ -20,7 +20,7 @@ from featurestream.api import create_app
 from featurestream.config import Settings
 from featurestream.errors import StoreUnavailable
 from featurestream.selectors import FSDS, OFS, FSDSParams, OFSParams
-from featurestream.store.base import open_store
+from featurestream.store import open_store
 from featurestream.store.keys import stream_keys
 from featurestream.store.memory import InMemoryStore
 from featurestream.store.redis import RedisStore

@@ -5,7 +5,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from featurestream.config import Settings
-from featurestream.store.base import StateStore, open_store
+from featurestream.store import StateStore, open_store
 
 
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])

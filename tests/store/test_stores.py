@@ -15,7 +15,7 @@ from featurestream.errors import (
     StreamExists,
     StreamNotFound,
 )
-from featurestream.store.base import Commit, StateStore
+from featurestream.store import Commit, StateStore
 from featurestream.store.keys import stream_keys
 from tests.conftest import RedisServer
 
@@ -70,7 +70,7 @@ async def test_unknown_stream_raises_not_found(store: StateStore) -> None:
 async def test_commit_bumps_version_and_writes_everything(store: StateStore) -> None:
     await _create(store)
     v = await store.commit(
-        "s1", _commit(0, cid="c1", names=["a", "b"], producer="p", seq=1, response=b"r1")
+        "s1", _commit(0, cid="c1", names=["a", "b"], producer="p", responses=[(1, b"r1")])
     )
     assert v == 1
     rec = await store.load("s1")
@@ -138,15 +138,15 @@ async def test_events_page_by_version(store: StateStore) -> None:
 async def test_replay_window_drops_old_responses(store: StateStore) -> None:
     await _create(store)
     window = 1000
-    await store.commit("s1", _commit(0, cid="c0", producer="p", seq=1, response=b"one"))
-    await store.commit("s1", _commit(1, cid="c1", producer="p", seq=1 + window, response=b"later"))
+    await store.commit("s1", _commit(0, cid="c0", producer="p", responses=[(1, b"one")]))
+    await store.commit("s1", _commit(1, cid="c1", producer="p", responses=[(1 + window, b"later")]))
     assert await store.stored_response("s1", "p", 1) is None
     assert await store.stored_response("s1", "p", 1 + window) == b"later"
 
 
 async def test_delete_removes_every_key_and_listing(store: StateStore) -> None:
     await _create(store)
-    await store.commit("s1", _commit(0, cid="c", names=["a"], producer="p", seq=1))
+    await store.commit("s1", _commit(0, cid="c", names=["a"], producer="p", responses=[(1, b"")]))
     await _create(store, "s2", "inc-x")
     assert [s.info["id"] for s in await store.list_streams()] == ["s1", "s2"]
     assert await store.delete("s1") is True
@@ -197,7 +197,7 @@ async def test_group_commit_trims_each_response_to_the_replay_window(store: Stat
 
 async def test_records_only_commit_keeps_state_version_and_log(store: StateStore) -> None:
     await _create(store)
-    await store.commit("s1", _commit(0, cid="c1", producer="p", seq=1, response=b"ok"))
+    await store.commit("s1", _commit(0, cid="c1", producer="p", responses=[(1, b"ok")]))
     async with store.subscribe("s1") as sub:
         v = await store.commit(
             "s1",

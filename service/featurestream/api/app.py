@@ -11,81 +11,24 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from featurestream import __version__
-from featurestream.api import problems, schemas
+from featurestream.api import problems, schemas, ws
 from featurestream.api.auth import KeyRing
-from featurestream.api.metrics import Metrics, MetricsMiddleware
-from featurestream.api.routes import features, instances, ops, selection, streams, ws
+from featurestream.api.metrics import Metrics
+from featurestream.api.middleware import (
+    BodyLimitMiddleware,
+    MetricsMiddleware,
+    RequestContextMiddleware,
+    SelectionReads,
+)
+from featurestream.api.routes import features, instances, ops, selection, streams
 from featurestream.config import Settings
-from featurestream.errors import FeatureStreamError, PayloadTooLarge, RequestTimeout
-from featurestream.logs import RequestContextMiddleware, configure_logging
-from featurestream.store.base import StateStore, open_store
-from featurestream.streams import StreamEngine
+from featurestream.engine import StreamEngine
+from featurestream.logs import configure_logging
+from featurestream.store import StateStore, open_store
 
 log = logging.getLogger("featurestream")
-
-
-class BodyLimitMiddleware:
-    """413 for bodies over the limit (by Content-Length up front, or while reading), and
-    408 when the body does not arrive within the timeout.
-
-    When the limit or the timeout strikes mid-body, the app is told the client left
-    (``http.disconnect``) and the middleware answers the problem itself: however a
-    route reads its body (FastAPI's own parsing turns read errors into 400s), the
-    client gets the precise status.
-    """
-
-    def __init__(self, app: ASGIApp, limit: int, timeout: float = 60.0) -> None:
-        self.app = app
-        self.limit = limit
-        self.timeout = timeout
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        for key, value in scope.get("headers", ()):
-            if key == b"content-length" and value.isdigit() and int(value) > self.limit:
-                response = problems.problem_for(PayloadTooLarge(self.limit))
-                await response(scope, receive, send)
-                return
-        received = 0
-        refused: FeatureStreamError | None = None
-        started = False
-
-        async def limited() -> Message:
-            nonlocal received, refused
-            if refused is not None:
-                return {"type": "http.disconnect"}
-            try:
-                # A client that stalls mid-body would otherwise hold its buffers forever.
-                message = await asyncio.wait_for(receive(), self.timeout)
-            except TimeoutError:
-                refused = RequestTimeout(self.timeout)
-                return {"type": "http.disconnect"}
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.limit:
-                    refused = PayloadTooLarge(self.limit)
-                    return {"type": "http.disconnect"}
-            return message
-
-        async def guarded(message: Message) -> None:
-            nonlocal started
-            if refused is not None:
-                return  # the middleware answers instead
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, limited, guarded)
-        except Exception:
-            if refused is None:
-                raise
-        if refused is not None and not started:
-            await problems.problem_for(refused)(scope, receive, send)
 
 
 def create_app(settings: Settings | None = None, *, store: StateStore | None = None) -> FastAPI:
@@ -126,8 +69,8 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
     problems.install(app)
     for module in (streams, features, instances, selection, ws, ops):
         app.include_router(module.router)
-    # Innermost: the polled read, answered ahead of the router (routes/selection.py).
-    app.add_middleware(selection.SelectionReads, route=selection.selected_route())
+    # Innermost: the polled read, answered ahead of the router (see api/middleware.py).
+    app.add_middleware(SelectionReads, route=selection.selected_route())
     app.add_middleware(
         BodyLimitMiddleware, limit=settings.max_request_bytes, timeout=settings.body_timeout
     )
@@ -172,4 +115,4 @@ def app_from_env() -> FastAPI:
     return create_app(settings)
 
 
-__all__ = ["BodyLimitMiddleware", "app_from_env", "create_app"]
+__all__ = ["app_from_env", "create_app"]

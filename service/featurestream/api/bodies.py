@@ -1,4 +1,4 @@
-"""Decoding request bodies (JSON and .npy) into float64 arrays.
+"""Reading request bodies: media types, headers and JSON columns (arrays: ``arrays.py``).
 
 Everything here validates before anything is applied, so a bad request
 changes nothing.
@@ -6,7 +6,6 @@ changes nothing.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,7 +14,7 @@ import numpy.typing as npt
 from fastapi import Request
 
 from featurestream.api.schemas import FeatureIn
-from featurestream.errors import InvalidInput, LimitExceeded
+from featurestream.errors import InvalidInput
 
 NPY_MEDIA_TYPE = "application/x-npy"
 NPZ_MEDIA_TYPE = "application/x-npz"
@@ -23,89 +22,6 @@ NPZ_MEDIA_TYPE = "application/x-npz"
 
 def media_type(request: Request) -> str:
     return request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
-
-
-def load_npy(body: bytes) -> npt.NDArray[np.float64]:
-    """A 1-D or 2-D numeric .npy array as float64; never unpickles."""
-    try:
-        arr = np.load(io.BytesIO(body), allow_pickle=False)
-    except Exception:  # numpy raises ValueError, OSError, EOFError... on bad bytes
-        raise InvalidInput(
-            "The body is not a readable .npy array of numbers (object arrays are refused).",
-            field="body",
-        ) from None
-    if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "fiu":
-        raise InvalidInput(
-            f"The .npy array must hold integers or floats; got dtype {arr.dtype}.", field="body"
-        )
-    if arr.ndim not in (1, 2):
-        raise InvalidInput(
-            f"The .npy array must be 1-D or 2-D; got shape {arr.shape}.", field="body"
-        )
-    return np.asarray(arr, dtype=np.float64)
-
-
-def load_npz(body: bytes, max_bytes: int) -> Any:
-    """A scipy.sparse matrix saved with ``scipy.sparse.save_npz``; never unpickles.
-
-    The arrays inside may hold at most ``max_bytes`` uncompressed (the request
-    size limit): a small compressed body cannot expand into gigabytes.
-    """
-    import zipfile
-
-    import scipy.sparse
-
-    try:
-        with zipfile.ZipFile(io.BytesIO(body)) as zf:
-            expanded = sum(info.file_size for info in zf.infolist())
-    except (zipfile.BadZipFile, ValueError, OSError):
-        expanded = 0  # not a zip at all: the reader below says so
-    if expanded > max_bytes:
-        raise LimitExceeded(
-            f"The .npz arrays hold {expanded} bytes uncompressed; at most {max_bytes} "
-            "(max_request_bytes) are accepted.",
-            limit="max_request_bytes",
-            maximum=max_bytes,
-        )
-    try:
-        M = scipy.sparse.load_npz(io.BytesIO(body))
-    except Exception:  # zip, format and shape errors all mean "not a sparse matrix"
-        raise InvalidInput(
-            "The body is not a sparse matrix saved with scipy.sparse.save_npz.", field="body"
-        ) from None
-    if M.dtype.kind not in "fiub":
-        raise InvalidInput(f"The sparse matrix must hold numbers; got {M.dtype}.", field="body")
-    return M.astype(np.float64)
-
-
-def split_labels(A: Any, supervised: bool, what: str) -> tuple[Any, Any]:
-    """(X, y) from instances whose labels, if ``supervised``, are the last column.
-
-    ``A`` is a 2-D array or a scipy.sparse matrix; X keeps its kind (sparse
-    frames stay sparse), y is a dense vector or None.
-    """
-    if not supervised:
-        return A, None
-    if A.shape[1] < 2:
-        raise InvalidInput(
-            f"{what} holds the instances with their labels in the last column; "
-            f"got {A.shape[1]} column(s).",
-            field="body",
-        )
-    if isinstance(A, np.ndarray):
-        # Views: the selector makes the one contiguous copy it needs.
-        return A[:, :-1], A[:, -1]
-    M = A.tocsc()
-    y = M[:, [M.shape[1] - 1]].toarray().reshape(-1)
-    return M[:, : M.shape[1] - 1].tocsr(), y
-
-
-def load_sparse_instances(body: bytes, max_bytes: int) -> Any:
-    """A sparse batch of instances (``scipy.sparse.save_npz``, m x d) as a CSR matrix."""
-    M = load_npz(body, max_bytes)
-    if M.ndim != 2:
-        raise InvalidInput(f"The sparse matrix must be 2-D; got shape {M.shape}.", field="body")
-    return M.tocsr()
 
 
 def header_list(request: Request, name: str) -> list[str] | None:
@@ -197,7 +113,5 @@ __all__ = [
     "columns_to_matrix",
     "header_int",
     "header_list",
-    "load_npy",
-    "load_npz",
     "media_type",
 ]

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from featurestream.api.tenancy import STREAM_ID_PATTERN, StreamRef, TenantDep, current_tenant
-from featurestream.streams import StreamEngine
+from featurestream.engine import StreamEngine
 
 
 async def get_engine(request: Request) -> StreamEngine:

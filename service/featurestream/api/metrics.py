@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
-
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # Upper bounds (seconds) of the request latency histogram buckets; +Inf is implied.
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -41,34 +38,6 @@ class Metrics:
                 break
         else:
             self.buckets[(route, method, len(BUCKETS))] += 1
-
-
-class MetricsMiddleware:
-    """Counts requests by route template, method and status, and their total time."""
-
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        start = time.perf_counter()
-        status = 500
-
-        async def send_wrapper(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_wrapper)
-        finally:
-            route = scope.get("route")
-            path = getattr(route, "path", "unmatched")
-            self.metrics.observe(path, scope["method"], status, time.perf_counter() - start)
 
 
 def _labels(**kv: object) -> str:
@@ -135,4 +104,4 @@ def render(metrics: Metrics) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["Metrics", "MetricsMiddleware", "render"]
+__all__ = ["Metrics", "render"]

@@ -1,4 +1,9 @@
-"""RFC 9457 problem documents: the one table from exception class to HTTP answer."""
+"""RFC 9457 problem documents as HTTP responses, and the app's exception handlers.
+
+The documents themselves, and the one table from exception class to status
+and problem type, are the wire module's (``engine/wire.py``): a WebSocket
+``error`` message carries the same document an HTTP request would get.
+"""
 
 from __future__ import annotations
 
@@ -12,48 +17,22 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from featurestream.api.tenancy import public_id
-from featurestream.codec import CodecError
-from featurestream.errors import (
-    ConcurrentUpdate,
-    FeatureStreamError,
-    InvalidInput,
-    InvalidParameter,
-    LimitExceeded,
-    PayloadTooLarge,
-    QuotaExceeded,
-    RequestTimeout,
-    SequenceConflict,
-    StoreUnavailable,
-    StreamExists,
-    StreamNotFound,
-    Unauthorized,
-    UnsupportedMediaType,
-    WrongStreamKind,
-)
+from featurestream.engine import Problem, wire
+from featurestream.errors import FeatureStreamError, StoreUnavailable, Unauthorized
 
 log = logging.getLogger("featurestream.api")
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
-TYPE_BASE = "/problems/"
+TYPE_BASE = wire.TYPE_BASE
+PROBLEMS = wire.PROBLEMS
+MAX_ERRORS = wire.MAX_ERRORS
 
-# class -> (status, type suffix, title). Looked up along the class's MRO.
-PROBLEMS: dict[type[FeatureStreamError], tuple[int, str, str]] = {
-    InvalidParameter: (422, "invalid-parameter", "Invalid parameter"),
-    InvalidInput: (422, "invalid-input", "Invalid input"),
-    WrongStreamKind: (409, "wrong-stream-kind", "Wrong stream kind"),
-    StreamNotFound: (404, "stream-not-found", "Stream not found"),
-    StreamExists: (409, "stream-exists", "Stream already exists"),
-    SequenceConflict: (409, "sequence-conflict", "Out-of-order sequence number"),
-    ConcurrentUpdate: (409, "concurrent-update", "Concurrent update"),
-    Unauthorized: (401, "unauthorized", "Unauthorized"),
-    PayloadTooLarge: (413, "payload-too-large", "Payload too large"),
-    LimitExceeded: (413, "limit-exceeded", "Limit exceeded"),
-    QuotaExceeded: (429, "quota-exceeded", "Quota exceeded"),
-    RequestTimeout: (408, "request-timeout", "Request timeout"),
-    UnsupportedMediaType: (415, "unsupported-media-type", "Unsupported media type"),
-    StoreUnavailable: (503, "store-unavailable", "State store unavailable"),
-    CodecError: (500, "corrupt-state", "Stored state cannot be decoded"),
-}
+
+def respond(p: Problem, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The HTTP response carrying problem ``p``."""
+    return JSONResponse(
+        wire.problem(p), status_code=p.status, media_type=PROBLEM_MEDIA_TYPE, headers=headers
+    )
 
 
 def problem(
@@ -64,51 +43,23 @@ def problem(
     headers: dict[str, str] | None = None,
     **extra: Any,
 ) -> JSONResponse:
-    body = {"type": TYPE_BASE + suffix, "title": title, "status": status, "detail": detail}
-    body.update(extra)
-    return JSONResponse(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers)
+    return respond(Problem(TYPE_BASE + suffix, title, status, detail, extra), headers)
+
+
+def problem_of(exc: FeatureStreamError) -> Problem:
+    """The problem document of ``exc``, showing stream ids as their caller knows them."""
+    return wire.problem_of(exc, public_id)
 
 
 def problem_for(exc: FeatureStreamError) -> JSONResponse:
-    for cls in type(exc).__mro__:
-        if cls in PROBLEMS:
-            status, suffix, title = PROBLEMS[cls]
-            break
-    else:
-        status, suffix, title = 500, "internal-error", "Internal error"
     headers = {"Retry-After": "1"} if isinstance(exc, StoreUnavailable) else None
     if isinstance(exc, Unauthorized):
         headers = {"WWW-Authenticate": 'Bearer realm="featurestream"'}
-    fields = exc.fields()
-    detail = exc.message
-    if "stream_id" in fields:
-        # Stream ids are stored scoped by tenant; a problem shows the caller's own id.
-        shown = public_id(str(fields["stream_id"]))
-        detail = detail.replace(repr(fields["stream_id"]), repr(shown))
-        fields["stream_id"] = shown
-    return problem(status, suffix, title, detail, headers, **fields)
-
-
-MAX_ERRORS = 20
+    return respond(problem_of(exc), headers)
 
 
 def validation_problem(errors: list[Any], *, detail: str | None = None) -> JSONResponse:
-    items = []
-    for e in errors[:MAX_ERRORS]:
-        loc = [str(p) for p in e.get("loc", ()) if p not in ("body",)]
-        items.append({"field": ".".join(loc) or "body", "message": e.get("msg", "invalid")})
-    if any(e.get("type") == "json_invalid" for e in errors):
-        return problem(
-            400,
-            "malformed-body",
-            "Malformed body",
-            detail or "The request body is not valid JSON.",
-            errors=items,
-        )
-    text = detail or "; ".join(f"{i['field']}: {i['message']}" for i in items[:5])
-    if len(errors) > MAX_ERRORS:
-        text += f" ({len(errors)} errors in all; the first {MAX_ERRORS} are listed)"
-    return problem(422, "invalid-input", "Invalid input", text, errors=items)
+    return respond(wire.validation_problem(errors, detail=detail))
 
 
 def install(app: FastAPI) -> None:
@@ -143,4 +94,14 @@ def install(app: FastAPI) -> None:
         return problem(500, "internal-error", "Internal error", "An unexpected error occurred.")
 
 
-__all__ = ["PROBLEMS", "PROBLEM_MEDIA_TYPE", "install", "problem", "problem_for"]
+__all__ = [
+    "PROBLEMS",
+    "PROBLEM_MEDIA_TYPE",
+    "TYPE_BASE",
+    "install",
+    "problem",
+    "problem_for",
+    "problem_of",
+    "respond",
+    "validation_problem",
+]

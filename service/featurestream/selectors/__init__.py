@@ -3,31 +3,33 @@
 from __future__ import annotations
 
 from featurestream.selectors.alpha_investing import AlphaInvesting, AlphaInvestingParams
-from featurestream.selectors.base import (
+from featurestream.selectors.base import FeatureSelector, InstanceSelector, Selector
+from featurestream.selectors.decisions import (
     Decision,
     Eviction,
-    FeatureSelector,
-    InstanceSelector,
     InstanceUpdate,
-    Params,
     Reason,
     SelectedFeature,
-    Selector,
 )
+from featurestream.selectors.fires import FIRES, FIRESParams
 from featurestream.selectors.fsds import FSDS, FSDSParams
 from featurestream.selectors.grafting import Grafting, GraftingParams
 from featurestream.selectors.group_saola import GroupSAOLA, GroupSAOLAParams
+from featurestream.selectors.nrfs import NRFS, NRFSParams
 from featurestream.selectors.ofs import OFS, OFSParams
 from featurestream.selectors.osfs import OSFS, FastOSFS, FastOSFSParams, OSFSParams
+from featurestream.selectors.params import Params
 from featurestream.selectors.saola import SAOLA, SAOLAParams, SAOLAState
 
 REGISTRY: dict[str, type[Selector]] = {  # type: ignore[type-arg]
     cls.name: cls
-    for cls in (SAOLA, GroupSAOLA, OSFS, FastOSFS, AlphaInvesting, Grafting, OFS, FSDS)
+    for cls in (SAOLA, GroupSAOLA, OSFS, FastOSFS, AlphaInvesting, Grafting, OFS, FSDS, FIRES, NRFS)
 }
 
 __all__ = [
+    "FIRES",
     "FSDS",
+    "NRFS",
     "OFS",
     "OSFS",
     "REGISTRY",
@@ -36,6 +38,7 @@ __all__ = [
     "AlphaInvestingParams",
     "Decision",
     "Eviction",
+    "FIRESParams",
     "FSDSParams",
     "FastOSFS",
     "FastOSFSParams",
@@ -46,6 +49,7 @@ __all__ = [
     "GroupSAOLAParams",
     "InstanceSelector",
     "InstanceUpdate",
+    "NRFSParams",
     "OFSParams",
     "OSFSParams",
     "Params",

@@ -1,6 +1,6 @@
 """Alpha-investing: streamwise feature selection with an alpha-wealth budget.
 
-ALGORITHMS.md, "Alpha-investing". The i-th arriving feature (i = 1 for the
+docs/algorithms/alpha_investing.md, "Exact rules". The i-th arriving feature (i = 1 for the
 first) is tested at level alpha_i = w / (2 i) with the p-value of adding it to
 the least-squares fit of y on [1, S]:
 
@@ -32,17 +32,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from featurestream.selectors.base import (
-    JSON,
-    Decision,
-    FeatureSelector,
-    Interval,
-    Matrix,
-    Params,
-    Reason,
-    SelectedFeature,
-    Vector,
-)
+from featurestream.selectors.base import FeatureSelector, Matrix, Vector
+from featurestream.selectors.decisions import Decision, Reason
+from featurestream.selectors.params import Interval, Params
 from featurestream.stats.columns import row_dots
 from featurestream.stats.sparse import Columns
 
@@ -82,7 +74,7 @@ def _project_out(F: Matrix, basis: Iterable[Vector]) -> None:
     therefore depend only on the row and on the sequence of basis vectors, not
     on the other rows of F nor on when a basis vector was appended: projecting
     a batch on Q and later on a new q gives bit for bit what projecting a
-    single column on [Q, q] gives (ALGORITHMS.md, "Determinism and replay").
+    single column on [Q, q] gives (docs/algorithms.md, "Determinism and replay").
     """
     for q in basis:
         c = row_dots(F, q)
@@ -112,7 +104,7 @@ class _Pending:
     Every number is a per-column reduction applied in the same order whatever
     the batch (each basis vector subtracts its square in turn; dense rows are
     projected on the basis vectors one at a time), so a batch decides exactly
-    as its columns one by one (ALGORITHMS.md, "Determinism and replay").
+    as its columns one by one (docs/algorithms.md, "Determinism and replay").
     """
 
     def __init__(self, cols: Columns, Q: Matrix, r: Vector, centred_sq: Vector) -> None:
@@ -211,7 +203,7 @@ def _dense_exponents(
     """Exponents and in-span mask of densely orthogonalised rows P."""
     norm = np.sqrt(_sq_norms(P))
     # A column whose orthogonalised part is rounding noise lies in
-    # span[1, S]: SSE_new = SSE_old, p = 1 (ALGORITHMS.md step 2).
+    # span[1, S]: SSE_new = SSE_old, p = 1 (docs/algorithms/alpha_investing.md, step 2).
     in_span = norm <= tol * f_norm
     safe = np.where(in_span, 1.0, norm)
     c = row_dots(P, r) / safe
@@ -220,9 +212,9 @@ def _dense_exponents(
     return np.where(in_span, 0.0, exponent), in_span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AlphaInvestingParams(Params):
-    """Parameters of Alpha-investing (ALGORITHMS.md names).
+    """Parameters of Alpha-investing (named as in docs/algorithms.md, "Alpha-investing").
 
     ``w0`` (initial wealth) and ``dw`` (payout) are alpha-wealth, i.e.
     probabilities: with w0 <= 1 and dw <= 1 the wealth before the i-th test is
@@ -317,6 +309,8 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
     accepts_sparse: ClassVar[bool] = True
     params_type: ClassVar[type[Params]] = AlphaInvestingParams
     state_type: ClassVar[type[Any]] = AlphaInvestingState
+    score_field: ClassVar[str] = "p_values"
+    status_fields: ClassVar[tuple[str, ...]] = ("wealth", "features_tested", "sse")
 
     @classmethod
     def test_params(cls) -> list[dict[str, Any]]:
@@ -345,21 +339,6 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
     @property
     def wealth(self) -> float:
         return self.state.wealth
-
-    def selected_features(self) -> tuple[SelectedFeature, ...]:
-        return tuple(
-            SelectedFeature(name, float(p))
-            for name, p in zip(self.state.selected, self.state.p_values, strict=True)
-        )
-
-    def status(self) -> dict[str, JSON]:
-        s = self.state
-        return {
-            **self.counters(),
-            "wealth": s.wealth,
-            "features_tested": s.features_tested,
-            "sse": s.sse,
-        }
 
     # ------------------------------------------------------------------ learning
 
@@ -409,7 +388,7 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
             i += 1
             alpha_i = wealth / (2 * i)
             if constant[j]:
-                # ALGORITHMS.md common rule: rejected before any test, but it
+                # docs/algorithms.md, "Constant columns": rejected before any test, but it
                 # still is the i-th feature and a rejection costs alpha_i.
                 wealth -= alpha_i
                 decisions.append(Decision(name, False, Reason.CONSTANT))

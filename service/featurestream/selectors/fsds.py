@@ -1,6 +1,6 @@
 """FSDS: unsupervised Feature Selection on Data Streams with a Frequent Directions sketch.
 
-ALGORITHMS.md, "FSDS". The stream's instances are summarised by a Frequent
+docs/algorithms/fsds.md, "Exact rules". The stream's instances are summarised by a Frequent
 Directions sketch B (d x l, one row per feature) whose B B^T approximates
 X^T X. After each batch the features are scored by their largest (ridge
 regularised) loading on the top k left singular vectors of the sketch, and the
@@ -22,39 +22,29 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.linalg
 
-from featurestream.selectors.base import (
-    JSON,
-    InstanceSelector,
-    InstanceUpdate,
-    Interval,
-    Matrix,
-    NoneOr,
-    Params,
-    SelectedFeature,
-    Vector,
-)
+from featurestream.selectors.base import JSON, InstanceSelector, Matrix, Vector
+from featurestream.selectors.decisions import InstanceUpdate, SelectedFeature
+from featurestream.selectors.params import Interval, NoneOr, Params
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FSDSParams(Params):
-    """Parameters of FSDS (ALGORITHMS.md names).
+    """Parameters of FSDS (named as in docs/algorithms.md, "FSDS").
 
-    ``num_features`` has no default: the dataclass needs one, so it is None
-    here and listed in ``required``, so None is rejected. ``sketch_size`` None means ceil(sqrt(d)),
-    resolved when the stream starts and kept in the State; ``ridge`` None
-    means 8 s'_k (see the class notes).
+    ``num_features`` has no default: it is required. ``sketch_size`` None
+    means ceil(sqrt(d)), resolved when the stream starts and kept in the
+    State; ``ridge`` None means 8 s'_k (see the class notes).
     """
 
-    required: ClassVar[frozenset[str]] = frozenset({"num_features"})
     algorithm: ClassVar[str] = "FSDS"
     constraints: ClassVar[dict[str, Any]] = {
-        "num_features": NoneOr(Interval(int, 1, None, "left")),
+        "num_features": Interval(int, 1, None, "left"),
         "sketch_size": NoneOr(Interval(int, 1, None, "left")),
         "k": Interval(int, 1, None, "left"),
         "ridge": NoneOr(Interval(float, 0.0, None, "left")),
     }
 
-    num_features: int | None = None
+    num_features: int
     sketch_size: int | None = None
     k: int = 2
     ridge: float | None = None
@@ -104,7 +94,7 @@ def sketch_step(B: Matrix, Xt: Matrix, l: int) -> tuple[Matrix, Vector, Vector]:
         U, s, _ = np.linalg.svd(C, full_matrices=False)
     r = s.shape[0]
     keep = min(l, r)
-    # ALGORITHMS.md, FSDS step 3: delta = s_l^2, or 0 when fewer than l values exist.
+    # docs/algorithms/fsds.md, step 3: delta = s_l^2, or 0 when fewer than l values exist.
     delta = float(s[l - 1]) ** 2 if r >= l else 0.0
     U_l = np.ascontiguousarray(U[:, :keep])
     # max(., 0): the l-th value and any equal to it shrink to exactly zero.
@@ -128,7 +118,7 @@ def fsds_scores(U: Matrix, s: Vector, k: int, ridge: float | None) -> Vector:
     s_k = s[:kk]
     a = 8.0 * float(s_k[-1]) if ridge is None else float(ridge)
     den = s_k * s_k + a
-    # ALGORITHMS.md, FSDS step 4: undefined ratios count as 0.
+    # docs/algorithms/fsds.md, step 4: undefined ratios count as 0.
     ratio = np.divide(s_k, den, out=np.zeros(kk), where=den > 0.0)
     W = U[:, :kk] * ratio
     return np.asarray(np.abs(W).max(axis=1), dtype=np.float64)
@@ -147,7 +137,7 @@ class FSDS(InstanceSelector[FSDSParams, FSDSState]):
     Notes
     -----
     * Every ``learn_instances`` call is one batch X_t: the batch boundaries
-      are the client's and are part of the result (ALGORITHMS.md, FSDS).
+      are the client's and are part of the result (docs/algorithms/fsds.md, "Exact rules").
       Labels, if given, are ignored. An empty frame (0 instances) changes
       nothing and is not counted as a batch.
     * Singular vectors are defined up to sign; neither B B^T nor the scores
@@ -187,10 +177,11 @@ class FSDS(InstanceSelector[FSDSParams, FSDSState]):
 
     name: ClassVar[str] = "fsds"
     supervised: ClassVar[bool] = False
-    # The sketch depends on the client's batch boundaries (ALGORITHMS.md, FSDS).
+    # The sketch depends on the client's batch boundaries (docs/algorithms/fsds.md, "Exact rules").
     batch_invariant: ClassVar[bool] = False
     params_type: ClassVar[type[Params]] = FSDSParams
     state_type: ClassVar[type[Any]] = FSDSState
+    status_fields: ClassVar[tuple[str, ...]] = ("batches_seen", "sketch_size")
 
     @classmethod
     def test_params(cls) -> list[dict[str, Any]]:
@@ -211,14 +202,6 @@ class FSDS(InstanceSelector[FSDSParams, FSDSState]):
             scores=np.zeros(d),
         )
 
-    @property
-    def feature_names(self) -> tuple[str, ...]:
-        return self.state.feature_names
-
-    @property
-    def instances_seen(self) -> int:
-        return self.state.instances_seen
-
     # ------------------------------------------------------------------ queries
 
     def selected_features(self) -> tuple[SelectedFeature, ...]:
@@ -230,18 +213,12 @@ class FSDS(InstanceSelector[FSDSParams, FSDSState]):
     def _order(self, s: FSDSState) -> np.ndarray[Any, np.dtype[np.intp]]:
         if s.batches_seen == 0:
             return np.zeros(0, dtype=np.intp)
-        m = int(self.params.num_features)  # type: ignore[arg-type]
+        m = self.params.num_features
         # Stable sort of -score: ties keep the lower index first.
         return np.argsort(-s.scores, kind="stable")[:m]
 
     def status(self) -> dict[str, JSON]:
-        s = self.state
-        return {
-            "instances_seen": s.instances_seen,
-            "batches_seen": s.batches_seen,
-            "sketch_size": s.sketch_size,
-            "sketch_columns": int(s.sketch.shape[1]),
-        }
+        return {**super().status(), "sketch_columns": int(self.state.sketch.shape[1])}
 
     # ------------------------------------------------------------------ learning
 

@@ -1,6 +1,6 @@
 """Grafting: streamwise feature selection by gradient tests on an L1-penalised model.
 
-ALGORITHMS.md, "Grafting". The model is linear in the standardised selected
+docs/algorithms/grafting.md, "The model". The model is linear in the standardised selected
 columns with an unpenalised intercept b, fitted by minimising
 
     L(w, b) = (1/n) sum_i loss(y_i, b + x_iS . w) + lambda1 ||w||_1 + lambda2 ||w||_2^2.
@@ -39,25 +39,14 @@ import numpy.typing as npt
 from scipy.optimize import minimize
 from scipy.special import expit
 
-from featurestream.selectors.base import (
-    JSON,
-    Decision,
-    Eviction,
-    FeatureSelector,
-    Interval,
-    Matrix,
-    NoneOr,
-    Params,
-    Reason,
-    SelectedFeature,
-    StrOptions,
-    Vector,
-    binary_labels,
-)
+from featurestream.selectors.base import FeatureSelector, Matrix, Vector
+from featurestream.selectors.checks import binary_labels
+from featurestream.selectors.decisions import Decision, Eviction, Reason
+from featurestream.selectors.params import Interval, NoneOr, Params, StrOptions
 from featurestream.stats.columns import is_constant_rows, row_dots
 
-# L-BFGS-B stopping rules (ALGORITHMS.md step 2: "tolerance 1e-8 on the
-# objective"). FTOL is scipy's relative reduction of the objective between
+# L-BFGS-B stopping rules (docs/algorithms/grafting.md, "Exact rules", step 2: relative
+# tolerance 1e-8 on the objective). FTOL is scipy's relative reduction of the objective between
 # iterations; PGTOL bounds the largest projected-gradient component, so the
 # optimiser does not stop on a flat step while the gradient is still sizeable.
 FTOL = 1e-8
@@ -65,9 +54,9 @@ PGTOL = 1e-10
 MAXITER = 15000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GraftingParams(Params):
-    """Parameters of Grafting (ALGORITHMS.md names)."""
+    """Parameters of Grafting (named as in docs/algorithms.md, "Grafting")."""
 
     algorithm: ClassVar[str] = "Grafting"
     constraints: ClassVar[dict[str, Any]] = {
@@ -162,6 +151,8 @@ class Grafting(FeatureSelector[GraftingParams, GraftingState]):
     name: ClassVar[str] = "grafting"
     params_type: ClassVar[type[Params]] = GraftingParams
     state_type: ClassVar[type[Any]] = GraftingState
+    score_field: ClassVar[str] = "weights"
+    status_fields: ClassVar[tuple[str, ...]] = ("intercept", "loss", "objective")
 
     @classmethod
     def requires_binary_target(cls, params: Any) -> bool:
@@ -178,7 +169,8 @@ class Grafting(FeatureSelector[GraftingParams, GraftingState]):
     @classmethod
     def check_target(cls, params: GraftingParams, y: Vector) -> None:
         if params.loss == "logistic":
-            # ALGORITHMS.md: the logistic loss needs labels in {0,1} or {-1,+1}.
+            # The logistic loss needs labels in {0,1} or {-1,+1}
+            # (docs/algorithms/grafting.md, "The model").
             binary_labels(y, field="target")
 
     @classmethod
@@ -193,23 +185,6 @@ class Grafting(FeatureSelector[GraftingParams, GraftingState]):
             loss=fit.loss,
             objective=fit.objective,
         )
-
-    # ------------------------------------------------------------------ queries
-
-    def selected_features(self) -> tuple[SelectedFeature, ...]:
-        return tuple(
-            SelectedFeature(name, float(w))
-            for name, w in zip(self.state.selected, self.state.weights, strict=True)
-        )
-
-    def status(self) -> dict[str, JSON]:
-        s = self.state
-        return {
-            **self.counters(),
-            "intercept": s.intercept,
-            "loss": s.loss,
-            "objective": s.objective,
-        }
 
     # ------------------------------------------------------------------ learning
 
@@ -243,7 +218,7 @@ class Grafting(FeatureSelector[GraftingParams, GraftingState]):
                 decisions.append(Decision(name, False, Reason.CONSTANT))
                 continue
             score = abs(float(g[j]))
-            # Subgradient of lambda1 |w_f| at 0 (ALGORITHMS.md step 1).
+            # Subgradient of lambda1 |w_f| at 0 (docs/algorithms/grafting.md, step 1).
             if score <= p.lambda1:
                 decisions.append(Decision(name, False, Reason.GRADIENT_BELOW_LAMBDA1, score=score))
                 continue
@@ -256,7 +231,7 @@ class Grafting(FeatureSelector[GraftingParams, GraftingState]):
             evictions: list[Eviction] = []
             rejected: Reason | None = None
             while True:
-                # ALGORITHMS.md step 2: weights exactly 0 at the optimum leave S.
+                # docs/algorithms/grafting.md, step 2: weights exactly 0 at the optimum leave S.
                 # L-BFGS-B projects onto the bounds w+, w- >= 0, so a weight
                 # the L1 term wants at 0 is 0 exactly, not merely small.
                 drop = fit.weights == 0.0
@@ -303,10 +278,7 @@ class Grafting(FeatureSelector[GraftingParams, GraftingState]):
             intercept=float(fit.intercept),
             loss=float(fit.loss),
             objective=float(fit.objective),
-            features_seen=s.features_seen + b,
-            features_accepted=s.features_accepted + accepted_total,
-            features_rejected=s.features_rejected + b - accepted_total,
-            features_evicted=s.features_evicted + evicted_total,
+            **self.counted(b, accepted_total, evicted_total),
         )
         return decisions
 
@@ -315,7 +287,8 @@ class Grafting(FeatureSelector[GraftingParams, GraftingState]):
 
 
 def _standardize(X: Matrix, constant: npt.NDArray[np.bool_]) -> tuple[Matrix, Vector, Vector]:
-    """Standardise each row with its own mean and population std (ALGORITHMS.md, Grafting).
+    """Standardise each row with its own mean and population std
+    (docs/algorithms/grafting.md, "The model").
 
     Returns ``(Z, mean, std)``; constant rows give zeros in Z. Each row is
     first scaled by a power of two that brings its largest magnitude into
@@ -336,7 +309,7 @@ def _standardize(X: Matrix, constant: npt.NDArray[np.bool_]) -> tuple[Matrix, Ve
     sd = np.sqrt((C * C).sum(axis=1) / n)
     # In a non-constant row two values differ, so some C is non-zero, and as
     # max |u| >= 0.5 the spread is at least an ulp of 0.5: sd > 0. Constant
-    # rows (ALGORITHMS.md common rule) are rejected before use and zeroed here.
+    # rows (docs/algorithms.md, "Constant columns") are rejected before use and zeroed here.
     Z = C / np.where(constant, 1.0, sd)[:, None]
     Z[constant] = 0.0
     return np.ascontiguousarray(Z), np.ldexp(mu, e), np.where(constant, 0.0, np.ldexp(sd, e))
@@ -346,7 +319,7 @@ def _weakest(w: Vector) -> int:
     """Position of the member with the smallest |w|; on a tie the later arrival goes.
 
     ``max_features`` keeps the members with the largest |w| (ties: earlier
-    arrival wins, as for SAOLA in ALGORITHMS.md).
+    arrival wins, as for SAOLA in docs/algorithms/saola.md, step 4).
 
     >>> _weakest(np.array([0.5, -0.2, 0.2]))
     2
@@ -389,7 +362,7 @@ def _data_term(loss: str, y: Vector, m: Vector) -> tuple[float, Vector]:
 def _optimise(p: GraftingParams, cols: Matrix, y: Vector, w0: Vector, b0: float) -> _Fit:
     """Minimise L(w, b) over the columns ``cols`` from the warm start (w0, b0).
 
-    L-BFGS-B on z = [w+, w-, b] with w = w+ - w-, w+, w- >= 0 (ALGORITHMS.md
+    L-BFGS-B on z = [w+, w-, b] with w = w+ - w-, w+, w- >= 0 (docs/algorithms/grafting.md,
     step 2), which turns ||w||_1 into the linear term sum(w+ + w-).
     """
     k, n = cols.shape

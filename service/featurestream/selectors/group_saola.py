@@ -1,6 +1,6 @@
 """group-SAOLA: online feature selection over a stream of feature groups.
 
-ALGORITHMS.md, "group-SAOLA". Features arrive a whole group at a time. Each
+docs/algorithms/group_saola.md, "What it does". Features arrive a whole group at a time. Each
 group is first reduced on its own (intra-group SAOLA with an empty selected set
 and the bound min(dep_f, dep_g)); its survivors G' are then compared with the
 features of every earlier selected group, where a feature of G' is removed
@@ -25,18 +25,9 @@ import numpy as np
 import numpy.typing as npt
 
 from featurestream.errors import InvalidInput
-from featurestream.selectors.base import (
-    JSON,
-    Constraint,
-    Decision,
-    Eviction,
-    FeatureSelector,
-    Matrix,
-    Params,
-    Reason,
-    SelectedFeature,
-    Vector,
-)
+from featurestream.selectors.base import JSON, FeatureSelector, Matrix, Vector
+from featurestream.selectors.decisions import Decision, Eviction, Reason, SelectedFeature
+from featurestream.selectors.params import Constraint, Params
 from featurestream.selectors.saola import SAOLAParams
 from featurestream.stats.columns import (
     correlations,
@@ -45,13 +36,13 @@ from featurestream.stats.columns import (
     row_dots,
     standardize_rows,
 )
-from featurestream.stats.entropy import symmetrical_uncertainty
-from featurestream.stats.fisher_z import fisher_z_independent
+from featurestream.stats.entropy import su_dependence, su_relevance
+from featurestream.stats.fisher_z import fisher_z_dependence, fisher_z_independent
 
 BoolVector = npt.NDArray[np.bool_]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GroupSAOLAParams(Params):
     """Parameters of group-SAOLA: SAOLA's ``test``, ``alpha`` and ``delta``."""
 
@@ -158,7 +149,7 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
 
     def __init__(self, params: GroupSAOLAParams, state: GroupSAOLAState) -> None:
         super().__init__(params, state)
-        # Caches rebuilt deterministically from the state (STYLE.md section 3).
+        # Caches rebuilt from the state alone (docs/algorithms.md, "How a selector is built").
         if params.test == "fisher_z":
             self._y_ref: Vector = standardize_rows(state.y)[0][0]
         else:
@@ -261,17 +252,13 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
         n = self.n_instances
         constant = is_constant_rows(X)
 
-        # Relevance of every new column, vectorised over the batch (ALGORITHMS.md,
-        # group-SAOLA step 1 = SAOLA step 1). Each value depends only on its own
-        # column, so it is the same however the groups are batched.
+        # Relevance of every new column, vectorised over the batch
+        # (docs/algorithms/group_saola.md, step 1 = SAOLA step 1). Each value
+        # depends only on its own column, so it is the same however the groups
+        # are batched.
         if p.test == "su":
             rows = X
-            dep_new = np.array(
-                [
-                    0.0 if c else symmetrical_uncertainty(x, self._y_ref)
-                    for x, c in zip(X, constant, strict=True)
-                ]
-            )
+            dep_new = su_relevance(X, self._y_ref, constant)
             relevant = ~constant & (dep_new > p.delta)
         else:
             rows, _ = standardize_rows(X)
@@ -296,7 +283,8 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
             batch_idx = list(range(start, stop))
             for i in batch_idx:
                 if constant[i]:
-                    # ALGORITHMS.md, common rule: zero variance is rejected before any test.
+                    # Zero variance is rejected before any test
+                    # (docs/algorithms.md, "Constant columns").
                     work.decided[i] = Decision(names[i], False, Reason.CONSTANT)
                 elif not relevant[i]:
                     work.decided[i] = Decision(
@@ -318,10 +306,7 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
             dep=np.array(work.dep, dtype=np.float64),
             columns=np.ascontiguousarray(columns),
             seen_groups=s.seen_groups + tuple(dict.fromkeys(group_of)),
-            features_seen=s.features_seen + b,
-            features_accepted=s.features_accepted + work.accepted,
-            features_rejected=s.features_rejected + b - work.accepted,
-            features_evicted=s.features_evicted + work.evicted,
+            **self.counted(b, work.accepted, work.evicted),
             groups_rejected=s.groups_rejected + work.groups_rejected,
             groups_dropped=s.groups_dropped + work.groups_dropped,
         )
@@ -374,7 +359,7 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
         """Step 1 over the relevant features of one group; returns {removed row: by name}.
 
         SAOLA steps 1-3 with S starting empty and min(dep_f, dep_g) as the bound of
-        both comparisons (ALGORITHMS.md, group-SAOLA step 1).
+        both comparisons (docs/algorithms/group_saola.md, "What it does", step 1).
         """
         removed_by: dict[int, int] = {}
         if len(cand) < 2:
@@ -417,11 +402,12 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
     ) -> tuple[BoolVector, dict[int, str]]:
         """Step 3: G' against the earlier selected groups; returns (alive mask, removed).
 
-        ALGORITHMS.md orders the comparisons group H by group, then f in G', then h
-        in H. The only shared state is "f still in G'" (changed only while f is
-        compared) and "h still in H" (changed only by the features of G', in
-        order), so taking f by f against all earlier features in selection order
-        gives the same outcome: a rejected f stops for every later group anyway.
+        The rule (docs/algorithms/group_saola.md, "Processing order") runs group H
+        by group, then f in G', then h in H. The only shared state is "f still in
+        G'" (changed only while f is compared) and "h still in H" (changed only by
+        the features of G', in order), so taking f by f against all earlier
+        features in selection order gives the same outcome: a rejected f stops
+        for every later group anyway.
         """
         s = self.state
         su = self.params.test == "su"
@@ -472,21 +458,17 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
             for k, a in enumerate(A):
                 out[k] = self._pairwise_one(B, a)
             return out
-        return self._mask_fisher(np.clip(cross_dots(A, B), -1.0, 1.0))
+        return self._dependence(np.clip(cross_dots(A, B), -1.0, 1.0))
 
     def _pairwise_one(self, B: Matrix, a: Vector) -> Vector:
         if self.params.test == "su":
-            # Always SU(arriving, earlier): the joint counts are laid out by argument
-            # order, so this fixed orientation keeps the value batch-independent.
-            t = np.array([symmetrical_uncertainty(a, g) for g in B], dtype=np.float64)
-            # SAOLA step 2, su: skip g when t <= delta.
-            return np.where(t > self.params.delta, t, np.nan)
-        return self._mask_fisher(np.clip(row_dots(B, a), -1.0, 1.0))
+            # SU(arriving, earlier), g skipped when t <= delta (SAOLA step 2, su).
+            return su_dependence(a, B, self.params.delta)
+        return self._dependence(np.clip(row_dots(B, a), -1.0, 1.0))
 
-    def _mask_fisher(self, r: Matrix) -> Matrix:
+    def _dependence(self, r: Matrix) -> Matrix:
         # SAOLA step 2 / group-SAOLA step 3: skip pairs that are independent or untestable.
-        skip = fisher_z_independent(r, self.n_instances, 0, self.params.alpha)
-        return np.where(skip, np.nan, np.abs(r))
+        return fisher_z_dependence(r, self.n_instances, self.params.alpha)
 
 
 @dataclass

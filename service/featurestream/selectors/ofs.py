@@ -1,6 +1,6 @@
 """OFS: Online Feature Selection by a truncated, projected online gradient step.
 
-ALGORITHMS.md, "OFS". A linear classifier w over the d features of an
+docs/algorithms/ofs.md, "Exact rules". A linear classifier w over the d features of an
 instance stream. Each instance (x, y) is predicted with sign(w . x); when the
 margin y (w . x) is at most ``margin``, w takes a gradient step eta y x, is
 projected onto the L2 ball of radius 1 / sqrt(lam), and is truncated to its B
@@ -23,35 +23,25 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from featurestream.selectors.base import (
-    JSON,
-    InstanceSelector,
-    InstanceUpdate,
-    Interval,
-    NoneOr,
-    Params,
-    SelectedFeature,
-    StrOptions,
-    Vector,
-    binary_labels,
-)
+from featurestream.selectors.base import JSON, InstanceSelector, Vector
+from featurestream.selectors.checks import binary_labels
+from featurestream.selectors.decisions import InstanceUpdate, SelectedFeature
+from featurestream.selectors.params import Interval, Params, StrOptions
 from featurestream.stats.sparse import is_sparse
 
 Index = np.ndarray[Any, np.dtype[np.intp]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OFSParams(Params):
-    """Parameters of OFS (ALGORITHMS.md names).
+    """Parameters of OFS (named as in docs/algorithms.md, "OFS").
 
-    ``num_features`` has no default: the dataclass needs one, so it is None
-    here and listed in ``required``, so None is rejected.
+    ``num_features`` has no default: it is required.
     """
 
-    required: ClassVar[frozenset[str]] = frozenset({"num_features"})
     algorithm: ClassVar[str] = "OFS"
     constraints: ClassVar[dict[str, Any]] = {
-        "num_features": NoneOr(Interval(int, 1, None, "left")),
+        "num_features": Interval(int, 1, None, "left"),
         "eta": Interval(float, 0.0, None, "neither"),
         "lam": Interval(float, 0.0, None, "neither"),
         "margin": Interval(float, 0.0, None, "left"),
@@ -61,7 +51,7 @@ class OFSParams(Params):
         "seed": Interval(int, 0, None, "left"),
     }
 
-    num_features: int | None = None
+    num_features: int
     eta: float = 0.2
     lam: float = 0.01
     margin: float = 1.0
@@ -92,7 +82,7 @@ class OFSState:
 def truncate(v: Vector, B: int) -> None:
     """Keep the B entries of largest ``|v|`` in place and zero the rest.
 
-    Ties at the boundary are kept by lower index (ALGORITHMS.md, OFS). The B-th
+    Ties at the boundary are kept by lower index (docs/algorithms/ofs.md, "Exact rules"). The B-th
     largest magnitude comes from a partial selection (``np.partition``, linear
     time), not a full sort, so this stays cheap for d in the hundreds of
     thousands.
@@ -207,6 +197,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
     accepts_sparse: ClassVar[bool] = True
     params_type: ClassVar[type[Params]] = OFSParams
     state_type: ClassVar[type[Any]] = OFSState
+    status_fields: ClassVar[tuple[str, ...]] = ("mistakes",)
 
     @classmethod
     def test_params(cls) -> list[dict[str, Any]]:
@@ -220,14 +211,6 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
     @classmethod
     def initial_state(cls, params: OFSParams, feature_names: tuple[str, ...]) -> OFSState:
         return OFSState(feature_names=feature_names, w=np.zeros(len(feature_names)))
-
-    @property
-    def feature_names(self) -> tuple[str, ...]:
-        return self.state.feature_names
-
-    @property
-    def instances_seen(self) -> int:
-        return self.state.instances_seen
 
     # ------------------------------------------------------------------ queries
 
@@ -245,11 +228,9 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
         return picked if isinstance(picked, tuple) else (picked,)
 
     def status(self) -> dict[str, JSON]:
-        s = self.state
         return {
-            "instances_seen": s.instances_seen,
-            "mistakes": s.mistakes,
-            "nonzero_weights": int(np.count_nonzero(s.w)),
+            **super().status(),
+            "nonzero_weights": int(np.count_nonzero(self.state.w)),
             "mode": self.params.mode,
         }
 
@@ -262,14 +243,14 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
 
         p = self.params
         s = self.state
-        # ALGORITHMS.md, OFS: labels in {0, 1} or {-1, +1}, 0 means -1; else an error.
+        # docs/algorithms/ofs.md: labels in {0, 1} or {-1, +1}, 0 means -1; else an error.
         labels = binary_labels(y if y is not None else np.zeros(0))
         before = _selected_order(s.w)
         w = s.w.copy()  # the private copy the kernel updates in place
         # The per-instance loop is compiled (_ofs_kernel): each update needs the
         # previous w, so there is nothing to vectorise across instances.
         sparse = is_sparse(X)
-        B = int(p.num_features)  # type: ignore[arg-type]
+        B = p.num_features
         if p.mode == "partial":
             preds, mistakes = _ofs_kernel.learn_partial(
                 w, X, labels, sparse=sparse, B=B, eta=p.eta, lam=p.lam, margin=p.margin,
@@ -304,7 +285,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
         """
         p = self.params
         d = x.shape[0]
-        B = min(int(p.num_features), d)  # type: ignore[arg-type]
+        B = min(p.num_features, d)
         eps = p.epsilon
         rng = np.random.default_rng([p.seed, t])
         explore = rng.random() < eps
@@ -313,7 +294,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
         observed = np.zeros(d)
         observed[idx] = x[idx]
         # Observation probability of feature i: (B/d) eps + 1[w_i != 0] (1 - eps) > 0
-        # since eps > 0 (ALGORITHMS.md, OFS-P).
+        # since eps > 0 (docs/algorithms/ofs.md, "OFS-P").
         prob = (B / d) * eps + (w[idx] != 0.0) * (1.0 - eps)
         step = np.zeros(d)
         step[idx] = x[idx] / prob

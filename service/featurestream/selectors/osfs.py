@@ -1,6 +1,6 @@
 """OSFS and Fast-OSFS: online feature selection with streaming features.
 
-ALGORITHMS.md, "OSFS and Fast-OSFS". Both keep an ordered list BCF (best
+docs/algorithms/osfs.md, "Exact rules". Both keep an ordered list BCF (best
 candidate features). An arriving feature f is first tested for relevance,
 test(f, y | {}); a relevant f then takes part in a redundancy analysis with
 ``ci_search``, which looks for a conditioning set Z drawn from BCF (sizes 1 to
@@ -39,19 +39,9 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from featurestream.selectors.base import (
-    JSON,
-    Decision,
-    Eviction,
-    FeatureSelector,
-    Interval,
-    Matrix,
-    Params,
-    Reason,
-    SelectedFeature,
-    StrOptions,
-    Vector,
-)
+from featurestream.selectors.base import FeatureSelector, Matrix, Vector
+from featurestream.selectors.decisions import Decision, Eviction, Reason
+from featurestream.selectors.params import Interval, Params, StrOptions
 from featurestream.stats.columns import is_constant_rows, row_dots, standardize_rows
 from featurestream.stats.discrete import Method, ci_test_codes
 from featurestream.stats.fisher_z import fisher_z_from_correlation, fisher_z_independent
@@ -61,9 +51,9 @@ IntArray = npt.NDArray[np.int64]
 DISCRETE_TESTS = ("g2", "chi2")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OSFSParams(Params):
-    """Parameters of OSFS and Fast-OSFS (ALGORITHMS.md names).
+    """Parameters of OSFS and Fast-OSFS (named as in docs/algorithms.md, "OSFS").
 
     ``max_k`` may be 0: no conditioning set is then ever tried, so no feature
     is found redundant and the selector keeps every relevant feature (a pure
@@ -193,7 +183,9 @@ class _BCF:
         return fisher_z_from_correlation(self.C, x + 1, 0, S, sel.n_instances, p.alpha).independent
 
     def ci_search(self, x: int, B: Sequence[int], must_contain: int | None = None) -> bool:
-        """ALGORITHMS.md ``ci_search``: True ("independent") at the first separating Z.
+        """True ("independent") at the first separating Z.
+
+        docs/algorithms/osfs.md, "ci_search".
 
         Z runs over sizes 1..min(max_k, |B|) and, within a size, over
         ``itertools.combinations`` of the positions in B; with ``must_contain``
@@ -219,16 +211,17 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
 
     params_type: ClassVar[type[Params]] = OSFSParams
     state_type: ClassVar[type[Any]] = OSFSState
+    status_fields: ClassVar[tuple[str, ...]] = ("tests_performed",)
 
     def __init__(self, params: OSFSParams, state: OSFSState) -> None:
         super().__init__(params, state)
-        # Caches rebuilt deterministically from the state (STYLE.md section 3).
+        # Caches rebuilt from the state alone (docs/algorithms.md, "How a selector is built").
         self.discrete = params.test in DISCRETE_TESTS
         self._y_ref: Vector = np.zeros(0)
         self._y_ref_codes: IntArray = _empty_codes()
         self._y_levels = 1
         if self.discrete:
-            # ALGORITHMS.md discrete tests: y's levels are its largest code + 1.
+            # docs/algorithms.md, "Discrete tests": y's levels are its largest code + 1.
             self._y_ref_codes = state.y.astype(np.int64)
             self._y_levels = int(self._y_ref_codes.max()) + 1
         else:
@@ -263,21 +256,6 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
             columns=np.zeros((0, n)),
             corr=np.array([[row_dots(y_std, y_std[0])[0]]]),
         )
-
-    # ------------------------------------------------------------------ queries
-
-    def selected_features(self) -> tuple[SelectedFeature, ...]:
-        return tuple(
-            SelectedFeature(name, float(d))
-            for name, d in zip(self.state.selected, self.state.dep, strict=True)
-        )
-
-    def status(self) -> dict[str, JSON]:
-        s = self.state
-        return {
-            **self.counters(),
-            "tests_performed": s.tests_performed,
-        }
 
     # ------------------------------------------------------------------ learning
 
@@ -317,7 +295,7 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
         denom = ff * self.state.corr[0, 0]
         with np.errstate(divide="ignore", invalid="ignore"):
             r = np.clip(fy / np.sqrt(denom), -1.0, 1.0)
-        # ALGORITHMS.md Fisher z edge cases: a zero variance (NaN r) or n - 3 <= 0
+        # docs/algorithms.md, "Fisher z test": a zero variance (NaN r) or n - 3 <= 0
         # is "not testable", which counts as independent.
         testable = (denom > 0.0) & (n - 3 > 0)
         r = np.where(testable, r, np.nan)
@@ -339,7 +317,7 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
             dep_f = float(dep_new[i])
             score = dep_f if np.isfinite(dep_f) else None
             if constant[i]:
-                # ALGORITHMS.md common rule: zero variance is rejected before any test.
+                # docs/algorithms.md, "Constant columns": zero variance is rejected before any test.
                 decisions.append(Decision(name, False, Reason.CONSTANT))
                 continue
             if not relevant[i]:
@@ -367,10 +345,7 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
             columns=np.ascontiguousarray(columns, dtype=dtype),
             levels=np.array(bcf.levels, dtype=np.int64),
             corr=np.ascontiguousarray(bcf.C) if not self.discrete else s.corr,
-            features_seen=s.features_seen + b,
-            features_accepted=s.features_accepted + accepted_total,
-            features_rejected=s.features_rejected + b - accepted_total,
-            features_evicted=s.features_evicted + evicted_total,
+            **self.counted(b, accepted_total, evicted_total),
             tests_performed=s.tests_performed + bcf.tests,
         )
         return decisions
@@ -450,7 +425,7 @@ class OSFS(_OSFSBase):
         return kept, evicted
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FastOSFSParams(OSFSParams):
     """Parameters of Fast-OSFS: those of OSFS."""
 

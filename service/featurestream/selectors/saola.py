@@ -1,6 +1,6 @@
 """SAOLA: Scalable and Accurate OnLine Approach for feature selection.
 
-ALGORITHMS.md, "SAOLA". Each arriving feature f is first tested for relevance
+docs/algorithms/saola.md, "Exact rules". Each arriving feature f is first tested for relevance
 to y, then compared with every member g of the selected set S by the pairwise
 dependence t = dep(f, g): f is rejected when some g is at least as relevant
 and explains f better than f explains y; members that f dominates are evicted.
@@ -20,28 +20,17 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from featurestream.selectors.base import (
-    JSON,
-    Decision,
-    Eviction,
-    FeatureSelector,
-    Interval,
-    Matrix,
-    NoneOr,
-    Params,
-    Reason,
-    SelectedFeature,
-    StrOptions,
-    Vector,
-)
-from featurestream.stats.entropy import symmetrical_uncertainty
-from featurestream.stats.fisher_z import fisher_z_independent
+from featurestream.selectors.base import FeatureSelector, Matrix, Vector
+from featurestream.selectors.decisions import Decision, Eviction, Reason
+from featurestream.selectors.params import Interval, NoneOr, Params, StrOptions
+from featurestream.stats.entropy import su_dependence, su_relevance
+from featurestream.stats.fisher_z import fisher_z_dependence, fisher_z_independent
 from featurestream.stats.sparse import Columns, IntVector, unit_vector
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SAOLAParams(Params):
-    """Parameters of SAOLA (ALGORITHMS.md names)."""
+    """Parameters of SAOLA (named as in docs/algorithms.md, "SAOLA")."""
 
     algorithm: ClassVar[str] = "SAOLA"
     constraints: ClassVar[dict[str, Any]] = {
@@ -133,7 +122,7 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
 
     def __init__(self, params: SAOLAParams, state: SAOLAState) -> None:
         super().__init__(params, state)
-        # Caches rebuilt deterministically from the state (STYLE.md section 3):
+        # Caches rebuilt from the state alone (docs/algorithms.md, "How a selector is built"):
         # fisher_z keeps S as dense centred unit rows, su as dense integer codes.
         members = state.members()
         if params.test == "fisher_z":
@@ -163,17 +152,6 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
     def initial_state(cls, params: SAOLAParams, y: Vector) -> SAOLAState:
         return SAOLAState(y=y.copy())
 
-    # ------------------------------------------------------------------ queries
-
-    def selected_features(self) -> tuple[SelectedFeature, ...]:
-        return tuple(
-            SelectedFeature(name, float(d))
-            for name, d in zip(self.state.selected, self.state.dep, strict=True)
-        )
-
-    def status(self) -> dict[str, JSON]:
-        return self.counters()
-
     # ------------------------------------------------------------------ learning
 
     def _learn_batch(
@@ -188,12 +166,7 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
         # Step 1, vectorised over the batch: relevance of every new column.
         if p.test == "su":
             dense = cols.to_dense()
-            dep_new = np.array(
-                [
-                    0.0 if c else symmetrical_uncertainty(x, self._y_ref)
-                    for x, c in zip(dense, constant, strict=True)
-                ]
-            )
+            dep_new = su_relevance(dense, self._y_ref, constant)
             relevant = ~constant & (dep_new > p.delta)
         else:
             r = cols.correlations(self._y_ref[None, :], np.array([self._y_sum]), mean, norm)[0]
@@ -208,8 +181,10 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
             t_old = self._su_pairs(dense[cand], self._S_rows)
         else:
             cc = cols.take(cand)
-            t_old = self._mask_fisher(
-                cc.correlations(self._S_rows, self._S_sums, mean[cand], norm[cand]).T
+            t_old = fisher_z_dependence(
+                cc.correlations(self._S_rows, self._S_sums, mean[cand], norm[cand]).T,
+                n,
+                p.alpha,
             )
 
         # Current S as parallel lists; refs are old members (>= 0) or new columns (~i).
@@ -303,10 +278,7 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
             s_indptr=members.indptr,
             s_indices=members.indices,
             s_data=members.data,
-            features_seen=s.features_seen + b,
-            features_accepted=s.features_accepted + accepted_total,
-            features_rejected=s.features_rejected + b - accepted_total,
-            features_evicted=s.features_evicted + evicted_total,
+            **self.counted(b, accepted_total, evicted_total),
         )
         return decisions
 
@@ -314,8 +286,7 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
         """SU of rows of A against rows of B; NaN where t <= delta (g is skipped)."""
         out = np.empty((A.shape[0], B.shape[0]))
         for i, a in enumerate(A):
-            t = np.array([symmetrical_uncertainty(a, g) for g in B])
-            out[i] = np.where(t > self.params.delta, t, np.nan)
+            out[i] = su_dependence(a, B, self.params.delta)
         return out
 
     def _pairs_with_mates(
@@ -329,15 +300,11 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
     ) -> Vector:
         """t of new column i against accepted batch-mates (their reference rows)."""
         if dense_row is not None:
-            return np.asarray(self._su_pairs(dense_row[None, :], mates)[0])
+            return su_dependence(dense_row, mates, self.params.delta)
         one = cols.take([i])
         r = one.correlations(mates, mates.sum(axis=1), mean[i : i + 1], norm[i : i + 1])[:, 0]
-        return self._mask_fisher(r)
-
-    def _mask_fisher(self, r: Matrix) -> Matrix:
-        # ALGORITHMS.md step 2: skip g when fisher_z(f, g | {}) is independent or untestable.
-        skip = fisher_z_independent(r, self.n_instances, 0, self.params.alpha)
-        return np.where(skip, np.nan, np.abs(r))
+        # Step 2: g is skipped when fisher_z(f, g | {}) is independent or untestable.
+        return fisher_z_dependence(r, self.n_instances, self.params.alpha)
 
     def _compare(
         self, dep_f: float, dep_g: Vector, t: Vector

@@ -1,4 +1,6 @@
-"""Statistical building blocks of the selectors (ALGORITHMS.md, "Statistical building blocks").
+"""Statistical building blocks of the selectors .
+
+See docs/algorithms.md, "Statistical building blocks".
 
 Pure numpy/scipy, no I/O. Every function is deterministic and computes in float64.
 """
@@ -6,6 +8,7 @@ Pure numpy/scipy, no I/O. Every function is deterministic and computes in float6
 from __future__ import annotations
 
 from featurestream.stats.columns import cross_dots, row_dots, standardize_rows
+from featurestream.stats.fires import fires_update, fires_update_ovr, fires_weights, top_m
 from featurestream.stats.fisher_z import (
     FisherZResult,
     fisher_z,
@@ -13,16 +16,26 @@ from featurestream.stats.fisher_z import (
     fisher_z_independent,
     partial_correlation,
 )
+from featurestream.stats.nrfs import NRFSResult, nrfs
+from featurestream.stats.scaling import Standardised, standardise_running
 from featurestream.stats.special import normal_quantile
 
 __all__ = [
     "FisherZResult",
+    "NRFSResult",
+    "Standardised",
     "cross_dots",
+    "fires_update",
+    "fires_update_ovr",
+    "fires_weights",
     "fisher_z",
     "fisher_z_from_correlation",
     "fisher_z_independent",
     "normal_quantile",
+    "nrfs",
     "partial_correlation",
     "row_dots",
+    "standardise_running",
     "standardize_rows",
+    "top_m",
 ]

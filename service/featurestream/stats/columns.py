@@ -7,8 +7,8 @@ axis, which numpy evaluates with the same pairwise summation for each row
 whatever the number of rows. A BLAS matrix product would be faster but its
 accumulation order depends on the shapes involved, so one request of b columns
 could decide differently from b requests of one column at an exact tie (for
-instance a duplicated column, where dep_f == dep_g). ALGORITHMS.md requires the
-decisions, and the state, to be identical under any batching.
+instance a duplicated column, where dep_f == dep_g). docs/algorithms.md ("Determinism and replay")
+requires the decisions, and the state, to be identical under any batching.
 """
 
 from __future__ import annotations

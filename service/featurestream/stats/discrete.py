@@ -1,6 +1,6 @@
 """G2 and chi-square tests of conditional independence for discrete data.
 
-ALGORITHMS.md, "Discrete tests (G2 and chi-square)". Columns hold integer
+docs/algorithms.md, "Discrete tests". Columns hold integer
 codes 0..L-1 and a column's number of levels L is its largest code + 1. For
 columns a, b and a (possibly empty) list S of conditioning columns:
 
@@ -56,9 +56,10 @@ Method = Literal["g2", "chi2"]
 
 METHODS: tuple[str, ...] = ("g2", "chi2")
 
-# ALGORITHMS.md discrete tests, step 2: at least 5 instances per degree of freedom.
+# docs/algorithms.md, "Discrete tests", step 2: at least 5 instances per degree of freedom.
 MIN_ROWS_PER_DF = 5
-# ALGORITHMS.md discrete tests, step 4: cells with E below this get the continuity correction.
+# docs/algorithms.md, "Discrete tests", step 4: cells with E below this get the
+# continuity correction.
 CONTINUITY_BELOW = 10.0
 # Mixed-radix codes are compacted to the observed values before they could overflow int64.
 _MAX_RADIX = 1 << 40
@@ -68,7 +69,7 @@ _MAX_RADIX = 1 << 40
 class DiscreteResult:
     """Outcome of one G2 or chi-square test.
 
-    ``independent`` already folds "not reliable" in (ALGORITHMS.md step 2:
+    ``independent`` already folds "not reliable" in (docs/algorithms.md, "Discrete tests", step 2:
     an untestable pair counts as independent). When ``testable`` is False the
     statistic, p-value and dep are NaN: they were not computed.
     """
@@ -93,8 +94,8 @@ def as_codes(x: npt.ArrayLike) -> IntArray:
 def n_levels(x: npt.ArrayLike) -> int:
     """Number of levels L of a column: its largest code + 1 (1 for an empty column).
 
-    Levels that never occur below the largest code still count (ALGORITHMS.md:
-    "all levels, observed or not").
+    Levels that never occur below the largest code still count (docs/algorithms.md,
+    "Discrete tests", step 1: levels count observed or not).
 
     >>> n_levels([0, 3, 3])
     4
@@ -104,7 +105,9 @@ def n_levels(x: npt.ArrayLike) -> int:
 
 
 def degrees_of_freedom(La: int, Lb: int, Ls: Sequence[int] = ()) -> int:
-    """df = (L_a - 1)(L_b - 1) prod L_s, and at least 1 (ALGORITHMS.md step 1).
+    """df = (L_a - 1)(L_b - 1) prod L_s, and at least 1.
+
+    docs/algorithms.md, "Discrete tests", step 1.
 
     >>> degrees_of_freedom(3, 2, [2, 4])
     16
@@ -179,7 +182,9 @@ def expected_counts(O: IntArray | FloatArray) -> FloatArray:
 
 
 def statistic_from_tables(O: IntArray | FloatArray, method: Method) -> float:
-    """G2 or chi2 summed over all strata of the tables O (ALGORITHMS.md step 4).
+    """G2 or chi2 summed over all strata of the tables O.
+
+    docs/algorithms.md, "Discrete tests", step 4.
 
     >>> O = np.array([[[4, 0], [0, 4]]])
     >>> round(statistic_from_tables(O, "g2"), 12) == round(16 * float(np.log(2)), 12)
@@ -275,7 +280,7 @@ def ci_test_codes(
     Ls = [int(L) for L in levels[2:]]
     n = int(a.shape[0])
     df = degrees_of_freedom(La, Lb, Ls)
-    # ALGORITHMS.md discrete tests, step 2: fewer than 5 rows per df is not reliable.
+    # docs/algorithms.md, "Discrete tests", step 2: fewer than 5 rows per df is not reliable.
     if n < MIN_ROWS_PER_DF * df:
         nan = float("nan")
         return DiscreteResult(True, False, nan, df, nan, nan)

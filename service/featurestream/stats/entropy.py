@@ -1,6 +1,6 @@
 """Entropy, mutual information and symmetrical uncertainty of discrete columns.
 
-ALGORITHMS.md, "Symmetrical uncertainty": SU(a, b) = 2 I(a; b) / (H(a) + H(b)),
+docs/algorithms.md, "Symmetrical uncertainty": SU(a, b) = 2 I(a; b) / (H(a) + H(b)),
 entropies in nats from empirical frequencies; SU = 0 when H(a) + H(b) = 0.
 Columns hold integer codes 0..L-1 (stored as float64 or ints).
 
@@ -14,6 +14,8 @@ import numpy as np
 import numpy.typing as npt
 
 IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 
 
 def as_codes(x: npt.ArrayLike) -> IntArray:
@@ -67,11 +69,41 @@ def symmetrical_uncertainty(a: npt.ArrayLike, b: npt.ArrayLike) -> float:
 
 su = symmetrical_uncertainty
 
+
+def su_relevance(X: npt.NDArray[np.float64], y: npt.ArrayLike, constant: BoolArray) -> FloatArray:
+    """SU(x, y) of each row x of X, 0 for the rows marked constant (never tested).
+
+    >>> X = np.array([[0.0, 1, 0, 1], [2, 2, 2, 2]])
+    >>> su_relevance(X, [1, 0, 1, 0], np.array([False, True]))
+    array([1., 0.])
+    """
+    return np.array(
+        [0.0 if c else symmetrical_uncertainty(x, y) for x, c in zip(X, constant, strict=True)]
+    )
+
+
+def su_dependence(a: npt.ArrayLike, B: npt.NDArray[np.float64], delta: float) -> FloatArray:
+    """t = SU(a, g) for each row g of B; NaN where t <= delta.
+
+    The arriving column is always the first argument: the joint counts are laid
+    out by argument order, so a fixed orientation keeps each value independent
+    of how arrivals were batched. Pairs with t <= delta are skipped by the SAOLA
+    family (docs/algorithms.md, "SAOLA").
+
+    >>> su_dependence([0, 1, 0, 1], np.array([[1.0, 0, 1, 0], [0, 0, 1, 1]]), 0.0)
+    array([ 1., nan])
+    """
+    t = np.array([symmetrical_uncertainty(a, g) for g in B], dtype=np.float64)
+    return np.where(t > delta, t, np.nan)
+
+
 __all__ = [
     "as_codes",
     "entropy",
     "joint_entropy",
     "mutual_information",
     "su",
+    "su_dependence",
+    "su_relevance",
     "symmetrical_uncertainty",
 ]

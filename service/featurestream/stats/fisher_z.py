@@ -1,6 +1,6 @@
 """Fisher z test of conditional independence for continuous data.
 
-ALGORITHMS.md, "Fisher z conditional-independence test": with C the covariance
+docs/algorithms.md, "Fisher z test": with C the covariance
 (or correlation) matrix of the columns [a, b, S],
 
     R = C[ab,ab] - C[ab,S] C[S,S]^-1 C[S,ab],    r = R[0,1] / sqrt(R[0,0] R[1,1]),
@@ -68,6 +68,20 @@ def fisher_z_independent(r: FloatArray | float, n: int, k: int, alpha: float) ->
     return np.asarray(~dependent)
 
 
+def fisher_z_dependence(r: FloatArray, n: int, alpha: float) -> FloatArray:
+    """|r| of each pair that the unconditional test finds dependent; NaN elsewhere.
+
+    A pair that is independent or not testable gets NaN: the SAOLA family skips
+    such a pair when it compares an arrival with the selected set
+    (docs/algorithms.md, "SAOLA").
+
+    >>> fisher_z_dependence(np.array([-0.9, 0.1, np.nan]), n=50, alpha=0.01)
+    array([0.9, nan, nan])
+    """
+    skip = fisher_z_independent(r, n, 0, alpha)
+    return np.where(skip, np.nan, np.abs(r))
+
+
 def partial_correlation(C: FloatArray, i: int, j: int, S: Sequence[int] = ()) -> float:
     """Partial correlation of variables i and j given S, from a covariance matrix C.
 
@@ -92,7 +106,7 @@ def partial_correlation(C: FloatArray, i: int, j: int, S: Sequence[int] = ()) ->
         # A collinear S can still factor with a pivot that is only rounding noise.
         # L_ii^2 / C_ii is the squared sine of the angle between s_i and the span of
         # the earlier members; below SINGULAR_TOL C[S,S] counts as singular ("not
-        # testable", ALGORITHMS.md Fisher z edge cases).
+        # testable", docs/algorithms.md, "Fisher z test").
         if not np.all(np.diag(L) ** 2 > SINGULAR_TOL * np.diag(css)):
             return float("nan")
         # R = C[ab,ab] - (L^-1 C[S,ab])^T (L^-1 C[S,ab])
@@ -157,6 +171,7 @@ def fisher_z(
 __all__ = [
     "FisherZResult",
     "fisher_z",
+    "fisher_z_dependence",
     "fisher_z_from_correlation",
     "fisher_z_independent",
     "fisher_z_statistic",

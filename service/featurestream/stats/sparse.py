@@ -7,7 +7,7 @@ dense or sparse, alone or in a batch, is the same object here. Every
 per-column quantity is a reduction over that column's own segment of
 ``data`` (``np.add.reduceat``), which gives the same bits as reducing the
 column alone; this is what keeps one request of b columns deciding exactly as
-b requests of one (ALGORITHMS.md, "Determinism and replay").
+b requests of one (docs/algorithms.md, "Determinism and replay").
 
 The moments use only the non-zeros: with m = sum(x)/n, the centred sum of
 squares is sum over non-zeros of (x - m)^2 plus (n - nnz) m^2 (two-pass, no
@@ -190,7 +190,7 @@ class Columns:
         dev = self.data - np.repeat(mean, nnz)
         zeros = n - nnz
         # A column is constant when all its n values are equal: no non-zeros at all,
-        # or n non-zeros with a zero range (ALGORITHMS.md: constant columns first).
+        # or n non-zeros with a zero range (docs/algorithms.md, "Constant columns").
         seg_max = np.full(self.b, -np.inf)
         seg_min = np.full(self.b, np.inf)
         has = nnz > 0

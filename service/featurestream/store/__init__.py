@@ -2,13 +2,37 @@
 
 from __future__ import annotations
 
+from featurestream.config import Settings
 from featurestream.store.base import (
+    RESYNC,
     Commit,
     EventEntry,
     StateStore,
     StreamRecord,
     StreamSummary,
-    open_store,
+    Subscription,
 )
 
-__all__ = ["Commit", "EventEntry", "StateStore", "StreamRecord", "StreamSummary", "open_store"]
+
+def open_store(settings: Settings) -> StateStore:
+    """Build the store named by ``settings.store_url`` (not yet opened)."""
+    # Imported here: a memory-only process never loads the Redis client.
+    if settings.store_kind == "memory":
+        from featurestream.store.memory import InMemoryStore
+
+        return InMemoryStore(replay_window=settings.replay_window)
+    from featurestream.store.redis import RedisStore
+
+    return RedisStore.from_settings(settings)
+
+
+__all__ = [
+    "RESYNC",
+    "Commit",
+    "EventEntry",
+    "StateStore",
+    "StreamRecord",
+    "StreamSummary",
+    "Subscription",
+    "open_store",
+]

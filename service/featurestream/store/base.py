@@ -29,10 +29,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
-
-from featurestream.config import Settings
 
 
 @dataclass(frozen=True)
@@ -66,8 +64,8 @@ class Commit:
     the store answers with that commit's version instead of a conflict.
 
     The producer's stored responses are ``responses``, (seq, response) pairs in
-    ascending, consecutive seq order, or else the single (``seq``,
-    ``response``); the producer's last seq becomes the last of them. With
+    ascending, consecutive seq order; the producer's last seq becomes the last
+    of them. With
     ``state_changed`` false the commit writes only those producer records: the
     state, summary, version and event log stay as they are (the compare-and-set
     still applies) and nothing is published.
@@ -83,8 +81,6 @@ class Commit:
     events: bytes
     names: Sequence[str] = ()
     producer: str | None = None
-    seq: int | None = None
-    response: bytes = b""
     notify: bytes = b""  # published to the stream's channel when non-empty
     responses: Sequence[tuple[int, bytes]] = ()
     state_changed: bool = True
@@ -93,9 +89,7 @@ class Commit:
         """The (seq, response) pairs to record for ``producer`` (empty without one)."""
         if self.producer is None:
             return []
-        if self.responses:
-            return [(int(q), r) for q, r in self.responses]
-        return [] if self.seq is None else [(self.seq, self.response)]
+        return [(int(q), r) for q, r in self.responses]
 
 
 @dataclass(frozen=True)
@@ -104,13 +98,6 @@ class EventEntry:
 
     version: int
     payload: bytes
-
-
-@dataclass
-class StoreStats:
-    commits: int = 0
-    conflicts: int = 0
-    extra: dict[str, int] = field(default_factory=dict)
 
 
 RESYNC = b""
@@ -243,17 +230,6 @@ class StateStore(Protocol):
         """
 
 
-def open_store(settings: Settings) -> StateStore:
-    """Build the store named by ``settings.store_url`` (not yet opened)."""
-    if settings.store_kind == "memory":
-        from featurestream.store.memory import InMemoryStore
-
-        return InMemoryStore(replay_window=settings.replay_window)
-    from featurestream.store.redis import RedisStore
-
-    return RedisStore.from_settings(settings)
-
-
 __all__ = [
     "RESYNC",
     "Broadcaster",
@@ -263,5 +239,4 @@ __all__ = [
     "StreamRecord",
     "StreamSummary",
     "Subscription",
-    "open_store",
 ]

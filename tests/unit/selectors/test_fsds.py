@@ -173,7 +173,7 @@ def test_fsds_ignores_labels_but_checks_their_length() -> None:
 
 def test_fsds_batch_boundaries_are_part_of_the_result() -> None:
     # FD shrinks once per batch: one batch of 6 and six batches of 1 give different
-    # sketches (l = 2 < 6 rows), as ALGORITHMS.md allows.
+    # sketches (l = 2 < 6 rows), as docs/algorithms/fsds.md allows.
     rng = np.random.default_rng(0)
     X = rng.normal(size=(6, 4))
     one = start(4, num_features=2, sketch_size=2)

@@ -202,7 +202,7 @@ def test_grafting_l1_refit_matches_independent_solve(loss):
     # support S and the signs s the selector found; on that face the objective
     # is smooth, L = data(w, b) + lambda1 s.w + lambda2 |w|^2, solved with BFGS
     # to a tight gradient tolerance. The selector stops on a relative objective
-    # reduction of 1e-8 (ALGORITHMS.md), which bounds the objective gap by about
+    # reduction of 1e-8 (docs/algorithms/grafting.md), which bounds the objective gap by about
     # 1e-8 and the weights by about sqrt(2e-8 / curvature), i.e. ~1e-4.
     rng = np.random.default_rng(0)
     n, d, lam1, lam2 = 200, 40, 0.05, 0.01

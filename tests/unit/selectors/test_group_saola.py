@@ -1,4 +1,4 @@
-"""group-SAOLA (ALGORITHMS.md, "group-SAOLA"): hand-checked cases, conformance, properties.
+"""group-SAOLA (docs/algorithms/group_saola.md): hand-checked cases, conformance, properties.
 
 Most hand cases use y = 1..8 and columns that are permutations of 1..8, so a
 Pearson correlation is Spearman's rho = 1 - 6 sum(d^2) / (8 * 63) = 1 - sum(d^2) / 84,
@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 import featurestream.selectors
 from featurestream import codec
 from featurestream.errors import InvalidInput, InvalidParameter
-from featurestream.selectors.base import Decision, Eviction, Reason
+from featurestream.selectors import Decision, Eviction, Reason
 from featurestream.selectors.group_saola import GroupSAOLA, GroupSAOLAParams
 from featurestream.stats.columns import row_dots, standardize_rows
 from featurestream.stats.entropy import symmetrical_uncertainty
@@ -387,7 +387,7 @@ PARAMS = [{"alpha": 0.05}, {"alpha": 0.2}, {"test": "su"}]
 def reference(
     y: np.ndarray, X: np.ndarray, groups: list[str], params: dict[str, Any]
 ) -> tuple[list[tuple[str, list[str]]], dict[str, tuple[Any, ...]]]:
-    """ALGORITHMS.md group-SAOLA written as literally as possible: scalar loops, H-major.
+    """docs/algorithms/group_saola.md written as literally as possible: scalar loops, H-major.
 
     Uses the same scalar statistics as the selector (a dot product of standardised
     columns, or SU), so only the control flow is under test.

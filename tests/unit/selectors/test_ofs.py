@@ -268,7 +268,7 @@ def test_ofs_partial_scales_the_observed_entry() -> None:
 
 
 def _reference(X: np.ndarray, y: np.ndarray, p: OFSParams) -> np.ndarray:
-    """ALGORITHMS.md OFS / OFS-P written out plainly, with a full sort for Truncate."""
+    """docs/algorithms/ofs.md (OFS / OFS-P) written out plainly, with a full sort for Truncate."""
     m, d = X.shape
     B = p.num_features or 0
     w = np.zeros(d)

@@ -1,4 +1,4 @@
-"""OSFS and Fast-OSFS (ALGORITHMS.md, "OSFS and Fast-OSFS").
+"""OSFS and Fast-OSFS (docs/algorithms/osfs.md, "Exact rules").
 
 Hand-checkable streams are built from the orthogonal +-1 patterns of an 8 x 8
 Hadamard matrix, tiled four times (n = 32, every pattern still has mean 0 and
@@ -39,7 +39,7 @@ from scipy.linalg import hadamard
 import featurestream.selectors
 from featurestream import codec
 from featurestream.errors import InvalidInput, InvalidParameter
-from featurestream.selectors.base import Decision, Eviction, Reason
+from featurestream.selectors import Decision, Eviction, Reason
 from featurestream.selectors.osfs import _BCF, OSFS, FastOSFS, OSFSParams, OSFSState
 from featurestream.stats.columns import cross_dots, standardize_rows
 from featurestream.stats.discrete import g2_test

@@ -1,4 +1,5 @@
-"""SAOLA on hand-checkable streams, every ALGORITHMS.md edge case, and the public vectors."""
+"""SAOLA on hand-checkable streams, every edge case of
+docs/algorithms/saola.md, and the public vectors."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 
 from featurestream.errors import InvalidInput, InvalidParameter
-from featurestream.selectors.base import Reason
+from featurestream.selectors import Reason
 from featurestream.selectors.saola import SAOLA, SAOLAParams
 from tests import support
 
@@ -238,7 +239,7 @@ def test_public_vector_discrete_su() -> None:
 
 
 def test_discrete_codes_are_capped_so_tables_stay_small() -> None:
-    from featurestream.selectors.base import MAX_LEVELS
+    from featurestream.selectors.checks import MAX_LEVELS
 
     y = np.array([0.0, 1.0, 1.0, 0.0])
     sel = start(y, test="su")

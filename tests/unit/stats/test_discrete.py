@@ -1,7 +1,7 @@
-"""G2 and chi-square conditional-independence tests (ALGORITHMS.md, "Discrete tests").
+"""G2 and chi-square conditional-independence tests (docs/algorithms.md, "Discrete tests").
 
 Unconditional tables are checked against scipy.stats.chi2_contingency where
-its rules coincide with ALGORITHMS.md (G2: ``lambda_="log-likelihood"``;
+its rules coincide with docs/algorithms.md (G2: ``lambda_="log-likelihood"``;
 chi2: ``correction=False`` with every E >= 10, so no continuity correction
 applies). Conditional tests and the E < 10 continuity correction are checked
 against a naive loop over strata and cells written here from the text.
@@ -35,7 +35,7 @@ REL = 1e-12
 
 
 def naive_test(a, b, S, method, alpha=0.01):
-    """ALGORITHMS.md discrete tests, steps 1-5, one stratum and one cell at a time."""
+    """docs/algorithms.md, "Discrete tests", steps 1-5, one stratum and one cell at a time."""
     a = [int(v) for v in a]
     b = [int(v) for v in b]
     S = [[int(v) for v in s] for s in S]
@@ -245,7 +245,7 @@ def test_unconditional_chi2_matches_scipy_when_no_cell_is_corrected(shape):
     b = np.where(rng.random(n) < 0.3, a % Lb, rng.integers(0, Lb, n))
     O = contingency_tables(a, b, np.zeros(n, dtype=np.int64), La, Lb, 1)[0]
     stat, p, dof, E = scipy.stats.chi2_contingency(O, correction=False)
-    assert E.min() >= 10  # where the ALGORITHMS.md rule and plain Pearson coincide
+    assert E.min() >= 10  # where the documented rule and plain Pearson coincide
     res = chi2_test(a, b)
     assert res.df == dof
     assert res.statistic == pytest.approx(stat, rel=REL)

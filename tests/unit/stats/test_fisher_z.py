@@ -19,7 +19,10 @@ from featurestream.stats.fisher_z import (
 
 
 def explicit_partial(C: np.ndarray, S: list[int]) -> float:
-    """The ALGORITHMS.md formula with an explicit inverse (the reference)."""
+    """The documented formula with an explicit inverse (the reference).
+
+    docs/algorithms.md, "Fisher z test".
+    """
     ab = [0, 1]
     R = C[np.ix_(ab, ab)]
     if S:

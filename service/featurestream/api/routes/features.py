@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from featurestream.api import bodies
+from featurestream.api import arrays, bodies
 from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath
 from featurestream.api.problems import PROBLEM_MEDIA_TYPE
 from featurestream.api.schemas import FeatureBatch, FeaturesAppended, GroupBatch
+from featurestream.engine import WriteResult, wire
 from featurestream.errors import InvalidInput, UnsupportedMediaType
-from featurestream.streams import WriteResult
 
 router = APIRouter(prefix="/v1/streams", tags=["feature streams"], dependencies=AUTHENTICATED)
 
@@ -30,12 +29,11 @@ def _body_doc(model: str, npy: bool, npz: bool = False) -> dict[str, Any]:
 
 def written(result: WriteResult) -> Response:
     headers = {"Idempotent-Replay": "true"} if result.replayed else {}
-    if result.replayed and result.body.startswith(b'{"type":"error"'):
+    if result.problem is not None:
         # The seq was used up by a refused WebSocket frame: answer with its problem.
-        problem = json.loads(result.body)["error"]
         return Response(
-            json.dumps(problem),
-            status_code=int(problem["status"]),
+            wire.replayed_problem(result.problem),
+            status_code=result.problem.status,
             media_type=PROBLEM_MEDIA_TYPE,
             headers=headers,
         )
@@ -72,9 +70,9 @@ async def add_features(stream_id: StreamIdPath, request: Request, engine: Engine
     if kind in (bodies.NPY_MEDIA_TYPE, bodies.NPZ_MEDIA_TYPE):
         if kind == bodies.NPZ_MEDIA_TYPE:
             # Rows are instances, columns features (like .npy): CSC in, CSR rows out.
-            X = bodies.load_npz(body, engine.settings.max_request_bytes).T.tocsr()
+            X = arrays.load_npz(body, engine.settings.max_request_bytes).T.tocsr()
         else:
-            arr = bodies.load_npy(body)
+            arr = arrays.load_npy(body)
             X = arr[:, None].T if arr.ndim == 1 else arr.T
         names = bodies.header_list(request, "X-Feature-Names")
         if names is not None and len(names) != X.shape[0]:

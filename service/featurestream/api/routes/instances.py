@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from fastapi import APIRouter, Request, Response
 
-from featurestream.api import bodies
+from featurestream.api import arrays, bodies
 from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath
 from featurestream.api.routes.features import _body_doc, written
 from featurestream.api.schemas import InstanceBatch, InstancesAppended
@@ -31,11 +31,11 @@ async def add_instances(stream_id: StreamIdPath, request: Request, engine: Engin
             raise InvalidInput("X-Label-Column must be 'last' or absent.", field="X-Label-Column")
         A: Any
         if kind == bodies.NPY_MEDIA_TYPE:
-            arr = bodies.load_npy(body)
+            arr = arrays.load_npy(body)
             A = arr[None, :] if arr.ndim == 1 else arr
         else:
-            A = bodies.load_sparse_instances(body, engine.settings.max_request_bytes)
-        X, y = bodies.split_labels(A, label == "last", "With X-Label-Column: last, the body")
+            A = arrays.load_sparse_instances(body, engine.settings.max_request_bytes)
+        X, y = arrays.split_labels(A, label == "last", "With X-Label-Column: last, the body")
         result = await engine.add_instances(
             stream_id,
             np.ascontiguousarray(X) if isinstance(X, np.ndarray) else X,

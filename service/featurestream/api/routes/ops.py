@@ -20,7 +20,7 @@ async def healthz() -> Health:
 @router.get("/readyz", response_model=Health, responses={503: {"description": "Store down."}})
 async def readyz(request: Request) -> Response:
     """The state store answers."""
-    if await request.app.state.engine.store.ping():
+    if await request.app.state.engine.ping():
         return Response(Health(status="ready").model_dump_json(), media_type="application/json")
     return problem(
         503,

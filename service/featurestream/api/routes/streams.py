@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
-
 from fastapi import APIRouter, Response
 
 from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath, TenantDep
@@ -16,36 +13,17 @@ from featurestream.api.schemas import (
     StreamsPublic,
 )
 from featurestream.api.tenancy import scoped_id
+from featurestream.engine import new_stream_id, wire
 from featurestream.errors import StreamNotFound
-from featurestream.selectors import REGISTRY
-from featurestream.streams import new_stream_id
 
 router = APIRouter(prefix="/v1", tags=["streams"], dependencies=AUTHENTICATED)
 
 
 @router.get("/algorithms", response_model=AlgorithmsPublic)
-async def list_algorithms() -> AlgorithmsPublic:
-    out = []
-    for name, cls in sorted(REGISTRY.items()):
-        ptype = cls.params_type
-        doc = inspect.getdoc(cls) or ""
-        defaults = {
-            f.name: f.default
-            for f in dataclasses.fields(ptype)
-            if f.default is not dataclasses.MISSING
-        }
-        out.append(
-            AlgorithmPublic(
-                name=name,
-                kind=cls.kind,
-                title=ptype.algorithm,
-                summary=doc.split("\n\n", 1)[0].replace("\n", " "),
-                params_schema=ptype.json_schema(),
-                defaults=defaults,
-                supports_groups=bool(getattr(cls, "uses_groups", False)),
-            )
-        )
-    return AlgorithmsPublic(algorithms=out)
+async def list_algorithms(engine: EngineDep) -> AlgorithmsPublic:
+    return AlgorithmsPublic(
+        algorithms=[AlgorithmPublic(**wire.algorithm(a)) for a in engine.algorithms()]
+    )
 
 
 @router.post("/streams", status_code=201, response_model=StreamPublic)
@@ -62,18 +40,20 @@ async def create_stream(
         target=body.target,
         feature_names=body.feature_names,
     )
-    response.headers["Location"] = f"/v1/streams/{created['id']}"
-    return StreamPublic(**created)
+    response.headers["Location"] = f"/v1/streams/{created.id}"
+    return StreamPublic(**wire.stream(created))
 
 
 @router.get("/streams", response_model=StreamsPublic)
 async def list_streams(engine: EngineDep, tenant: TenantDep) -> StreamsPublic:
-    return StreamsPublic(streams=[StreamPublic(**s) for s in await engine.list(tenant)])
+    return StreamsPublic(
+        streams=[StreamPublic(**wire.stream(s)) for s in await engine.list(tenant)]
+    )
 
 
 @router.get("/streams/{stream_id}", response_model=StreamPublic)
 async def get_stream(stream_id: StreamIdPath, engine: EngineDep) -> StreamPublic:
-    return StreamPublic(**await engine.get(stream_id))
+    return StreamPublic(**wire.stream(await engine.get(stream_id)))
 
 
 @router.delete("/streams/{stream_id}", status_code=204, response_class=Response)

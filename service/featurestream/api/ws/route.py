@@ -1,0 +1,103 @@
+"""``WS /v1/streams/{id}/ws``: instance streams over WebSocket, and selection subscriptions.
+
+The endpoint checks the stream id, the query (``producer``, ``seq``) and the
+caller's key, then hands the connection to a :class:`Session`. On connect the
+server sends the current selection; a client that sends no frames just
+receives selection messages (feature streams too). Every message carries a
+``type``: ``ack``, ``selection`` or ``error`` (see docs/api.md).
+"""
+
+from __future__ import annotations
+
+import re
+
+from fastapi import APIRouter, WebSocket
+from starlette.status import (
+    WS_1000_NORMAL_CLOSURE,
+    WS_1001_GOING_AWAY,
+    WS_1008_POLICY_VIOLATION,
+    WS_1011_INTERNAL_ERROR,
+    WS_1013_TRY_AGAIN_LATER,
+)
+
+from featurestream.api.tenancy import STREAM_ID_PATTERN, scoped_id, tenant_of
+from featurestream.api.ws.session import Session, Sessions, error_text
+from featurestream.errors import InvalidInput, Unauthorized
+
+router = APIRouter(prefix="/v1/streams", tags=["websocket"])
+
+# The close codes a session ends with (docs/api.md lists them with their meaning).
+CLOSE_CODES = (
+    WS_1000_NORMAL_CLOSURE,
+    WS_1001_GOING_AWAY,
+    WS_1008_POLICY_VIOLATION,
+    WS_1011_INTERNAL_ERROR,
+    WS_1013_TRY_AGAIN_LATER,
+)
+
+_PRODUCER = re.compile(r"^[^\n]{1,256}$")
+_STREAM_ID = re.compile(STREAM_ID_PATTERN)
+
+
+def parse_query(websocket: WebSocket) -> tuple[str, int | None]:
+    """The producer and starting seq of the query string; InvalidInput when malformed."""
+    producer = websocket.query_params.get("producer", "default")
+    if not _PRODUCER.match(producer):
+        raise InvalidInput(
+            "producer must be 1 to 256 characters without a newline.", field="producer"
+        )
+    raw = websocket.query_params.get("seq")
+    if raw is None:
+        return producer, None
+    try:
+        seq = int(raw)
+    except ValueError:
+        raise InvalidInput(f"seq must be an integer; got {raw[:40]!r}.", field="seq") from None
+    if seq < 1:
+        raise InvalidInput(f"seq must be >= 1; got {seq}.", field="seq")
+    return producer, seq
+
+
+@router.websocket("/{stream_id}/ws")
+async def stream_socket(websocket: WebSocket, stream_id: str) -> None:
+    """Frames of instances in, ``ack``/``error``/``selection`` messages out."""
+    sessions: Sessions = websocket.app.state.ws_sessions
+    settings = websocket.app.state.settings
+    await websocket.accept()
+    if sessions.closing:
+        await websocket.close(WS_1013_TRY_AGAIN_LATER, "server shutting down")
+        return
+    try:
+        if not _STREAM_ID.match(stream_id):
+            raise InvalidInput(
+                f"Stream ids match {STREAM_ID_PATTERN}; got {stream_id[:40]!r}.", field="id"
+            )
+        producer, seq = parse_query(websocket)
+        # The key comes in the Authorization header, or as ?token= for clients
+        # (browsers) that cannot set headers on a WebSocket.
+        tenant = tenant_of(websocket, websocket.query_params.get("token"))
+    except Unauthorized as exc:
+        await websocket.send_text(error_text(exc))
+        await websocket.close(WS_1008_POLICY_VIOLATION, "unauthorized")
+        return
+    except InvalidInput as exc:
+        await websocket.send_text(error_text(exc))
+        await websocket.close(WS_1008_POLICY_VIOLATION, "invalid query")
+        return
+    session = Session(
+        websocket,
+        websocket.app.state.engine,
+        scoped_id(tenant, stream_id),
+        producer=producer,
+        max_inflight=settings.ws_max_inflight,
+        group_max_frames=settings.ws_group_max_frames,
+        stats=sessions.stats,
+    )
+    sessions.add(session)
+    try:
+        await session.run(seq)
+    finally:
+        sessions.discard(session)
+
+
+__all__ = ["CLOSE_CODES", "parse_query", "router", "stream_socket"]

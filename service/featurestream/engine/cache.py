@@ -1,0 +1,128 @@
+"""The streams this process holds decoded, and the locks that serialise their writers.
+
+A process that holds the latest version of a stream applies a write without
+reading the state back from the store. The cache is bounded twice: by the
+number of streams (``cache_streams``) and by the size of their encoded state
+(``cache_bytes``, the length of the state blob the store holds, a fair
+estimate of the memory the decoded selector takes); the least recently used
+streams go first.
+
+Each stream's writers in this process take its asyncio lock. A lock lives
+only while somebody holds or waits for it, or while the stream is cached, so
+the table does not grow with every stream id ever named (unknown ids too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from featurestream.selectors import Selector
+
+
+@dataclass
+class Live:
+    """A stream as this process last saw it."""
+
+    info: dict[str, Any]
+    incarnation: str
+    version: int
+    selector: Selector[Any, Any]
+    producers: dict[str, int] = field(default_factory=dict)
+    # Length of the encoded state: the stream's weight in the cache's bytes bound.
+    size: int = 0
+    from_cache: bool = False
+
+    @property
+    def kind(self) -> str:
+        return str(self.info["kind"])
+
+
+@dataclass
+class _Slot:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0  # tasks holding or waiting for the lock
+
+
+class StreamCache:
+    """An LRU of decoded streams, bounded by count and bytes, with per-stream locks."""
+
+    def __init__(self, max_streams: int, max_bytes: int) -> None:
+        self.max_streams = max_streams
+        self.max_bytes = max_bytes
+        self._live: OrderedDict[str, Live] = OrderedDict()
+        self._bytes = 0
+        self._slots: dict[str, _Slot] = {}
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def __contains__(self, stream_id: str) -> bool:
+        return stream_id in self._live
+
+    @property
+    def bytes(self) -> int:
+        """Encoded size of the cached streams."""
+        return self._bytes
+
+    def locks(self) -> int:
+        """Locks in the table (held, waited for, or of a cached stream)."""
+        return len(self._slots)
+
+    def peek(self, stream_id: str) -> Live | None:
+        """The cached stream, without counting it as a use."""
+        return self._live.get(stream_id)
+
+    def get(self, stream_id: str) -> Live | None:
+        """The cached stream, now the most recently used."""
+        live = self._live.get(stream_id)
+        if live is not None:
+            self._live.move_to_end(stream_id)
+        return live
+
+    def put(self, stream_id: str, live: Live) -> None:
+        """Keep ``live`` as the most recently used, then evict down to the bounds."""
+        if self.max_streams <= 0:
+            return
+        old = self._live.pop(stream_id, None)
+        if old is not None:
+            self._bytes -= old.size
+        self._live[stream_id] = live
+        self._bytes += live.size
+        while self._live and (len(self._live) > self.max_streams or self._bytes > self.max_bytes):
+            evicted, gone = self._live.popitem(last=False)
+            self._bytes -= gone.size
+            self._prune(evicted)
+
+    def drop(self, stream_id: str) -> None:
+        """Forget the stream (its state may be behind the store's)."""
+        live = self._live.pop(stream_id, None)
+        if live is not None:
+            self._bytes -= live.size
+            self._prune(stream_id)
+
+    @asynccontextmanager
+    async def locked(self, stream_id: str) -> AsyncIterator[None]:
+        """Hold the stream's lock: this process's writers of a stream go one at a time."""
+        slot = self._slots.get(stream_id)
+        if slot is None:
+            slot = self._slots[stream_id] = _Slot()
+        slot.users += 1
+        try:
+            async with slot.lock:
+                yield
+        finally:
+            slot.users -= 1
+            self._prune(stream_id)
+
+    def _prune(self, stream_id: str) -> None:
+        slot = self._slots.get(stream_id)
+        if slot is not None and slot.users == 0 and stream_id not in self._live:
+            del self._slots[stream_id]
+
+
+__all__ = ["Live", "StreamCache"]

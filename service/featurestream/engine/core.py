@@ -1,0 +1,515 @@
+"""StreamEngine: load -> resume -> apply -> snapshot -> commit.
+
+The only code that knows both the selectors and the store. Per stream it
+serialises this process's writers with an asyncio lock, keeps the decoded
+selector of recently used streams in memory (``cache.py``), so a process
+holding the latest version does not re-read the state, and commits every
+change as one compare-and-set. When another process committed first, the
+commit fails, the engine reloads the stream and applies the request again:
+selectors are deterministic, so the result is exactly that of the serial
+order the store saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import anyio
+import numpy as np
+import numpy.typing as npt
+
+from featurestream import codec
+from featurestream.config import Settings
+from featurestream.engine import catalogue, wire
+from featurestream.engine.cache import Live, StreamCache
+from featurestream.engine.catalogue import check_names
+from featurestream.engine.events import read_events
+from featurestream.engine.frames import Frame, Reply, apply_frames, attempt_frames
+from featurestream.engine.outcome import Attempt, Outcome, StaleCache, commit_of, outcome_of
+from featurestream.engine.results import (
+    AlgorithmInfo,
+    EventPage,
+    FeaturesWritten,
+    FramesResult,
+    InstancesWritten,
+    Selection,
+    StoredSelection,
+    StreamResource,
+    StreamStatus,
+    WriteResult,
+)
+from featurestream.engine.sequencing import Fresh, Gap, Replay, classify, conflict, too_old
+from featurestream.errors import (
+    ConcurrentUpdate,
+    InvalidInput,
+    LimitExceeded,
+    QuotaExceeded,
+    StoreUnavailable,
+    WrongStreamKind,
+)
+from featurestream.selectors import (
+    REGISTRY,
+    FeatureSelector,
+    InstanceSelector,
+    InstanceUpdate,
+    Selector,
+)
+from featurestream.store.base import StateStore, Subscription
+
+Clock = Callable[[], datetime]
+T = TypeVar("T")
+# Applies a prepared write to the stream (in a worker thread): the response and the outcome.
+Apply = Callable[[Live, Any, int], tuple[bytes, Outcome]]
+
+
+def new_stream_id() -> str:
+    """A fresh stream id for a create request that names none."""
+    return f"s-{uuid.uuid4().hex[:16]}"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _iso(t: datetime) -> str:
+    return t.isoformat().replace("+00:00", "Z")
+
+
+class StreamEngine:
+    """Applies requests to streams kept in a StateStore."""
+
+    def __init__(self, store: StateStore, settings: Settings, clock: Clock = utcnow) -> None:
+        self.store = store
+        self.settings = settings
+        self._clock = clock
+        self.cache = StreamCache(settings.cache_streams, settings.cache_bytes)
+        self.counters: Counter[str] = Counter()
+
+    # ------------------------------------------------------------------ catalogue
+
+    @staticmethod
+    def algorithms() -> list[AlgorithmInfo]:
+        """Every algorithm a stream can be created with, by name."""
+        return catalogue.algorithms()
+
+    @staticmethod
+    def supervised(algorithm: str) -> bool:
+        """Whether instances of the algorithm's streams carry labels (the last column)."""
+        return catalogue.supervised(algorithm)
+
+    # ------------------------------------------------------------------ streams
+
+    async def create(
+        self,
+        *,
+        stream_id: str | None,
+        algorithm: str,
+        params: dict[str, Any] | None,
+        target: Sequence[float] | None,
+        feature_names: Sequence[str] | None,
+        public_id: str | None = None,
+        tenant: str | None = None,
+    ) -> StreamResource:
+        cls = REGISTRY.get(algorithm)
+        if cls is None:
+            raise InvalidInput(
+                f"Unknown algorithm {algorithm!r}; expected one of {sorted(REGISTRY)}.",
+                field="algorithm",
+            )
+        resolved = cls.params_type.from_mapping(params)
+        sid = stream_id or new_stream_id()
+        quota = self.settings.max_streams_per_tenant
+        if len(await self.list(tenant)) >= quota:
+            raise QuotaExceeded(
+                f"This tenant already has {quota} streams, the most it may hold; delete "
+                "streams it no longer needs.",
+                limit="max_streams_per_tenant",
+                maximum=quota,
+            )
+        if issubclass(cls, FeatureSelector):
+            if target is None:
+                raise InvalidInput(f"{algorithm} streams need a target.", field="target")
+            if feature_names is not None:
+                raise InvalidInput(
+                    f"{algorithm} is a feature-stream algorithm; feature_names is for "
+                    "instance streams.",
+                    field="feature_names",
+                )
+            y = np.asarray(target, dtype=np.float64)
+            selector: Selector[Any, Any] = await anyio.to_thread.run_sync(cls.start, resolved, y)
+            size = {"n_instances": int(y.shape[0])}
+        else:
+            assert issubclass(cls, InstanceSelector)
+            if feature_names is None:
+                raise InvalidInput(
+                    f"{algorithm} streams need feature_names.", field="feature_names"
+                )
+            if target is not None:
+                raise InvalidInput(
+                    f"{algorithm} is an instance-stream algorithm; it takes no target.",
+                    field="target",
+                )
+            check_names(
+                feature_names, field="feature_names", max_length=self.settings.max_name_length
+            )
+            selector = await anyio.to_thread.run_sync(cls.start, resolved, list(feature_names))
+            size = {"n_features": len(feature_names)}
+        now = _iso(self._clock())
+        # The stored info: the stream resource as created, never changed afterwards.
+        info = {
+            "id": public_id or sid,
+            **({"tenant": tenant} if tenant is not None else {}),
+            "algorithm": algorithm,
+            "kind": cls.kind,
+            "params": resolved.to_dict(),
+            **size,
+            "created_at": now,
+        }
+        blob = codec.encode(cls.name, resolved.to_dict(), selector.snapshot())
+        incarnation = uuid.uuid4().hex
+        selection = wire.selection(Selection(0, selector.selected_features(), now))
+        status = wire.status_counters(selector.status())
+        await self.store.create(sid, info, incarnation, blob, now, selection, status)
+        self.cache.put(sid, Live(info, incarnation, 0, selector, size=len(blob)))
+        return wire.stream_resource(info, 0, now)
+
+    async def get(self, stream_id: str) -> StreamResource:
+        s = await self.store.summary(stream_id)
+        return wire.stream_resource(s.info, s.version, s.updated_at)
+
+    async def list(self, tenant: str | None = None) -> list[StreamResource]:
+        """The streams of ``tenant`` (None: the streams created without a tenant)."""
+        return [
+            wire.stream_resource(s.info, s.version, s.updated_at)
+            for s in await self.store.list_streams()
+            if s.info.get("tenant") == tenant
+        ]
+
+    async def delete(self, stream_id: str) -> bool:
+        async with self.cache.locked(stream_id):
+            self.cache.drop(stream_id)
+            return await self.store.delete(stream_id)
+
+    # ------------------------------------------------------------------ reads
+
+    async def ping(self) -> bool:
+        """Whether the store answers."""
+        return await self.store.ping()
+
+    async def n_instances(self, stream_id: str) -> int:
+        """Rows of a feature stream (from memory when this process holds the stream)."""
+        live = self.cache.peek(stream_id)
+        info = live.info if live is not None else (await self.store.summary(stream_id)).info
+        if info["kind"] != "features":
+            raise WrongStreamKind(
+                f"Stream {stream_id!r} is an instance stream; post instances to it.",
+                stream_id=stream_id,
+                kind=str(info["kind"]),
+            )
+        return int(info["n_instances"])
+
+    async def selection(self, stream_id: str) -> StoredSelection:
+        """The committed selection document, as stored (no state is decoded)."""
+        s = await self.store.summary(stream_id)
+        return StoredSelection(s.version, s.selection)
+
+    def subscribe(self, stream_id: str) -> AbstractAsyncContextManager[Subscription]:
+        """Selection notifications of the stream, from every process (see the store)."""
+        return self.store.subscribe(stream_id)
+
+    async def status(self, stream_id: str) -> StreamStatus:
+        s = await self.store.summary(stream_id)
+        return StreamStatus(
+            id=str(s.info["id"]),
+            algorithm=str(s.info["algorithm"]),
+            kind=str(s.info["kind"]),
+            version=s.version,
+            updated_at=s.updated_at,
+            counters=wire.parse_status_counters(s.status),
+        )
+
+    async def events(self, stream_id: str, after: str | None = None, limit: int = 100) -> EventPage:
+        """Events in order, after the event id ``after`` (``<version>-<index>``)."""
+        return await read_events(self.store, stream_id, after, limit)
+
+    # ------------------------------------------------------------------ writes
+
+    async def add_features(
+        self,
+        stream_id: str,
+        names: Sequence[str] | None,
+        X: npt.NDArray[np.float64],
+        *,
+        groups: Sequence[str | None] | None = None,
+        producer: str = "default",
+        seq: int | None = None,
+    ) -> WriteResult:
+        """Append b feature columns (``X`` is ``(b, n)`` feature-major), in order."""
+        limit = self.settings.max_columns_per_request
+        if X.shape[0] > limit:
+            raise LimitExceeded(
+                f"{X.shape[0]} columns in one request; at most {limit} are accepted "
+                "(split the request).",
+                limit="max_columns_per_request",
+                maximum=limit,
+            )
+        if names is not None:
+            check_names(names, field="features", max_length=self.settings.max_name_length)
+
+        async def prepare(live: Live) -> list[str]:
+            # Names already in the stream are refused by the store's commit itself
+            # (atomically, with no round trip of its own): see DuplicateNames.
+            if names is not None:
+                return list(names)
+            tag = str(seq) if seq is not None else f"v{live.version + 1}"
+            return [f"{tag}:{i}" for i in range(X.shape[0])]
+
+        def apply(live: Live, chosen: list[str], version: int) -> tuple[bytes, Outcome]:
+            sel = live.selector
+            assert isinstance(sel, FeatureSelector)
+            before = sel.selected()
+            decisions = sel.learn_features(chosen, X, groups)
+            events = [wire.feature_batch_event(chosen, groups)]
+            for d in decisions:
+                events.extend(wire.decision_events(d))
+            selected = sel.selected()
+            written = FeaturesWritten(version, seq, producer, decisions, selected)
+            outcome = self._outcome(live, version, events, chosen, before != selected)
+            return wire.features_written(written), outcome
+
+        return await self._write(stream_id, "features", producer, seq, prepare, apply)
+
+    async def add_instances(
+        self,
+        stream_id: str,
+        X: npt.NDArray[np.float64],
+        y: npt.NDArray[np.float64] | None,
+        *,
+        producer: str = "default",
+        seq: int | None = None,
+    ) -> WriteResult:
+        """Apply a batch of instances (``X`` is ``(m, d)``) as one batch."""
+        self._check_instances(X.shape[0])
+
+        async def prepare(live: Live) -> None:
+            return None
+
+        def apply(live: Live, _: None, version: int) -> tuple[bytes, Outcome]:
+            sel = live.selector
+            assert isinstance(sel, InstanceSelector)
+            before = sel.selected()
+            update: InstanceUpdate = sel.learn_instances(X, y)
+            selected = sel.selected()
+            events = [
+                wire.instance_batch_event(update.instances, update.instances_seen, update.mistakes)
+            ]
+            written = InstancesWritten(version, seq, producer, update.instances_seen, selected)
+            outcome = self._outcome(live, version, events, (), before != selected)
+            return wire.instances_written(written), outcome
+
+        return await self._write(stream_id, "instances", producer, seq, prepare, apply)
+
+    async def add_instance_frames(
+        self, stream_id: str, frames: Sequence[Frame], *, producer: str
+    ) -> FramesResult:
+        """Apply consecutive frames of one producer, each as its own batch, in one commit.
+
+        Frames the producer already had applied are answered from their stored
+        responses; a frame that is refused (``Frame.error``, or an error of the
+        selector such as bad labels) changes no state, is answered with its
+        problem and uses up its seq. A seq that leaves a gap ends the group
+        with a fatal result (see ``frames.py``).
+        """
+        checked: list[Frame] = []
+        for f in frames:
+            try:
+                if f.X is not None:
+                    self._check_instances(f.X.shape[0])
+                checked.append(f)
+            except LimitExceeded as exc:
+                checked.append(Frame(f.seq, error=exc))
+
+        async def stored(seq: int) -> bytes | None:
+            return await self.store.stored_response(stream_id, producer, seq)
+
+        async def apply(
+            live: Live, fresh: Sequence[Frame], version: int
+        ) -> tuple[Outcome | None, list[Reply]]:
+            return await anyio.to_thread.run_sync(
+                apply_frames, stream_id, live, fresh, producer, version, self._outcome
+            )
+
+        async def attempt(live: Live) -> Attempt[FramesResult]:
+            return await attempt_frames(stream_id, live, checked, producer, stored, apply)
+
+        return await self._transact(stream_id, "instances", producer, attempt)
+
+    async def next_seq(self, stream_id: str, producer: str) -> int:
+        """The seq the producer's next request must carry."""
+        async with self.cache.locked(stream_id):
+            self.cache.drop(stream_id)
+            live = await self._live(stream_id)
+            return live.producers.get(producer, 0) + 1
+
+    # ------------------------------------------------------------------ machinery
+
+    def _check_instances(self, m: int) -> None:
+        limit = self.settings.max_instances_per_request
+        if m > limit:
+            raise LimitExceeded(
+                f"{m} instances in one batch; at most {limit} are accepted (send smaller "
+                "batches or frames).",
+                limit="max_instances_per_request",
+                maximum=limit,
+            )
+
+    def _outcome(
+        self,
+        live: Live,
+        version: int,
+        events: Sequence[dict[str, Any]],
+        names: Sequence[str],
+        changed: bool,
+    ) -> Outcome:
+        return outcome_of(live.selector, version, _iso(self._clock()), events, names, changed)
+
+    async def _write(
+        self,
+        stream_id: str,
+        kind: str,
+        producer: str,
+        seq: int | None,
+        prepare: Callable[[Live], Awaitable[Any]],
+        apply: Apply,
+    ) -> WriteResult:
+        """One HTTP request: replayed when its (producer, seq) was applied, else applied."""
+
+        async def attempt(live: Live) -> Attempt[WriteResult]:
+            if seq is not None:
+                verdict = classify(seq, live.producers.get(producer, 0))
+                if isinstance(verdict, Replay):
+                    stored = await self.store.stored_response(stream_id, producer, seq)
+                    if stored is None:
+                        raise conflict(too_old(verdict), producer)
+                    problem = wire.stored_problem(stored)
+                    return Attempt(WriteResult(stored, True, live.version, problem))
+                if isinstance(verdict, Gap):
+                    if live.from_cache:
+                        raise StaleCache
+                    raise conflict(verdict, producer)
+                assert isinstance(verdict, Fresh)
+            prepared = await prepare(live)
+            version = live.version + 1
+            body, outcome = await anyio.to_thread.run_sync(apply, live, prepared, version)
+            return Attempt(
+                WriteResult(body, False, version),
+                outcome,
+                seq=seq,
+                responses=[(seq, body)] if seq is not None else [],
+            )
+
+        return await self._transact(stream_id, kind, producer, attempt)
+
+    async def _transact(
+        self,
+        stream_id: str,
+        kind: str,
+        producer: str,
+        attempt: Callable[[Live], Awaitable[Attempt[T]]],
+    ) -> T:
+        """Run ``attempt`` on the stream and commit it as one compare-and-set.
+
+        On a concurrent update the stream is reloaded and the attempt runs again
+        on the winner's state (selectors are deterministic).
+        """
+        async with self.cache.locked(stream_id):
+            for retry in range(self.settings.commit_retries):
+                live = await self._live(stream_id)
+                if live.kind != kind:
+                    raise WrongStreamKind(
+                        f"Stream {stream_id!r} is a {live.kind} stream; this request is for "
+                        f"{kind} streams.",
+                        stream_id=stream_id,
+                        kind=live.kind,
+                    )
+                previous = live.selector.snapshot()
+                try:
+                    step = await attempt(live)
+                except StaleCache:
+                    # Another process moved the producer on: read the stream again.
+                    self.cache.drop(stream_id)
+                    continue
+                except BaseException:
+                    # Nothing was committed: put the selector back as it was.
+                    live.selector = type(live.selector).resume(live.selector.params, previous)
+                    raise
+                if step.outcome is None and not step.responses:
+                    return step.result
+                commit = commit_of(live, producer, step, _iso(self._clock()))
+                try:
+                    committed = await self.store.commit(stream_id, commit)
+                except ConcurrentUpdate:
+                    # Another process won: reload its state and apply again.
+                    self.counters["commit_conflicts"] += 1
+                    self.cache.drop(stream_id)
+                    await asyncio.sleep(random.uniform(0, 0.002 * min(retry + 1, 10)))
+                    continue
+                except StoreUnavailable:
+                    self.counters["store_errors"] += 1
+                    self.cache.drop(stream_id)
+                    raise
+                except BaseException:
+                    # Outcome unknown (store down, cancelled): forget what we hold.
+                    self.cache.drop(stream_id)
+                    raise
+                live.version = committed
+                self.counters["commits"] += 1
+                if step.outcome is not None:
+                    live.size = len(step.outcome.blob)
+                    self._tally(step.outcome.events)
+                if step.responses:
+                    live.producers[producer] = step.responses[-1][0]
+                self.cache.put(stream_id, live)
+                return step.result
+            raise ConcurrentUpdate(stream_id, live.version)
+
+    def _tally(self, events: Sequence[dict[str, Any]]) -> None:
+        """Count what a committed change processed (for /metrics)."""
+        c = self.counters
+        for ev in events:
+            kind = ev["type"]
+            if kind == "batch":
+                c["features_processed"] += int(ev.get("count", 0))
+                c["instances_processed"] += int(ev.get("instances", 0))
+            else:
+                c[f"decisions_{kind}"] += 1
+
+    async def _live(self, stream_id: str) -> Live:
+        live = self.cache.get(stream_id)
+        if live is not None:
+            live.from_cache = True
+            return live
+        record = await self.store.load(stream_id)
+        decoded = await anyio.to_thread.run_sync(codec.decode, record.blob)
+        cls = REGISTRY[decoded.selector]
+        params = cls.params_type.from_mapping(decoded.params)
+        live = Live(
+            info=record.info,
+            incarnation=record.incarnation,
+            version=record.version,
+            selector=cls.resume(params, decoded.state),
+            producers=record.producers,
+            size=len(record.blob),
+        )
+        self.cache.put(stream_id, live)
+        return live
+
+
+__all__ = ["StreamEngine", "new_stream_id", "utcnow"]

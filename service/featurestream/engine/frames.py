@@ -1,0 +1,160 @@
+"""Frames of instances from a WebSocket connection: applied in order, committed together.
+
+A group of frames of one producer is classified seq by seq (see
+``sequencing.py``): frames already applied are answered from their stored
+responses, the fresh ones are applied in a worker thread, each as its own
+batch, and the group is committed once (state, one ``batch`` event per frame,
+the producer's seq, one stored response per frame). A frame that is refused
+(it could not be decoded, or the selector refused its data) changes no state
+but uses up its seq: its ``error`` message is stored as its response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from featurestream.engine import wire
+from featurestream.engine.cache import Live
+from featurestream.engine.outcome import Attempt, Outcome, StaleCache
+from featurestream.engine.results import (
+    FrameAck,
+    FrameResult,
+    FramesResult,
+    InstancesWritten,
+    Problem,
+)
+from featurestream.engine.sequencing import Fresh, Replay, classify, conflict, too_old
+from featurestream.errors import FeatureStreamError, InvalidInput
+from featurestream.selectors import InstanceSelector
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame of instances from a connection, numbered ``seq`` by it.
+
+    ``X`` and ``y`` are as decoded (float32 frames stay float32: the selector
+    converts them in the worker thread). ``error`` is set for a frame refused
+    before reaching the engine (it could not be decoded): it changes no state
+    but uses up its seq.
+    """
+
+    seq: int
+    X: npt.NDArray[np.floating[Any]] | None = None
+    y: npt.NDArray[np.floating[Any]] | None = None
+    error: FeatureStreamError | None = None
+
+
+# One applied or refused frame: its reply, and the response stored for its seq.
+Reply = tuple[int, FrameAck | Problem, bytes]
+OutcomeOf = Callable[[Live, int, Sequence[dict[str, Any]], Sequence[str], bool], Outcome]
+Apply = Callable[[Live, Sequence[Frame], int], Awaitable[tuple[Outcome | None, list[Reply]]]]
+
+
+def public_ids(stream_id: str, live: Live) -> Callable[[str], str]:
+    """Problems show the stream's public id, not its tenant-scoped stored id."""
+    shown = str(live.info["id"])
+    return lambda sid: shown if sid == stream_id else sid
+
+
+async def attempt_frames(
+    stream_id: str,
+    live: Live,
+    frames: Sequence[Frame],
+    producer: str,
+    stored_response: Callable[[int], Awaitable[bytes | None]],
+    apply: Apply,
+) -> Attempt[FramesResult]:
+    """Classify the frames, apply the fresh ones, and say what to commit."""
+    shown = public_ids(stream_id, live)
+    last = live.producers.get(producer, 0)
+    results: list[FrameResult] = []
+    fresh: list[Frame] = []
+    for f in frames:
+        verdict = classify(f.seq, last + len(fresh))
+        if isinstance(verdict, Fresh):
+            fresh.append(f)
+            continue
+        if isinstance(verdict, Replay):
+            stored = await stored_response(f.seq)
+            if stored is not None:
+                results.append(FrameResult(f.seq, wire.stored_reply(stored, f.seq), replayed=True))
+                continue
+            refusal = conflict(too_old(verdict), producer)
+        else:
+            if live.from_cache:
+                raise StaleCache
+            refusal = conflict(verdict, producer)
+        results.append(FrameResult(f.seq, wire.problem_of(refusal, shown), fatal=True))
+        break
+    if not fresh:
+        return Attempt(FramesResult(results, live.version))
+    version = live.version + 1
+    outcome, replies = await apply(live, fresh, version)
+    # Results in frame order: replays first (they precede), then the fresh frames.
+    ordered = [r for r in results if not r.fatal]
+    ordered += [FrameResult(seq, reply) for seq, reply, _ in replies]
+    ordered += [r for r in results if r.fatal]
+    responses = [(seq, body) for seq, _, body in replies]
+    if outcome is None:
+        return Attempt(FramesResult(ordered, live.version), responses=responses)
+    selection = outcome.selection if outcome.selection_changed else None
+    return Attempt(
+        FramesResult(ordered, version, selection),
+        outcome,
+        seq=fresh[-1].seq,
+        responses=responses,
+    )
+
+
+def apply_frames(
+    stream_id: str,
+    live: Live,
+    frames: Sequence[Frame],
+    producer: str,
+    version: int,
+    outcome_of: OutcomeOf,
+) -> tuple[Outcome | None, list[Reply]]:
+    """Apply fresh frames in order (in a worker thread); refused frames keep the state."""
+    shown = public_ids(stream_id, live)
+    sel = live.selector
+    assert isinstance(sel, InstanceSelector)
+    before = sel.selected()
+    events: list[dict[str, Any]] = []
+    replies: list[Reply] = []
+
+    def refuse(seq: int, error: FeatureStreamError) -> None:
+        problem = wire.problem_of(error, shown)
+        replies.append((seq, problem, wire.error_message(problem, seq)))
+
+    for f in frames:
+        if f.error is not None or f.X is None:
+            refuse(f.seq, f.error or InvalidInput("The frame holds no instances.", field="X"))
+            continue
+        snapshot = sel.snapshot()
+        try:
+            update = sel.learn_instances(f.X, f.y)
+        except FeatureStreamError as exc:
+            # The frame is refused as a whole: put the selector back as it was.
+            live.selector = sel = type(sel).resume(sel.params, snapshot)
+            refuse(f.seq, exc)
+            continue
+        events.append(
+            wire.instance_batch_event(
+                update.instances, update.instances_seen, update.mistakes, seq=f.seq
+            )
+        )
+        written = InstancesWritten(version, f.seq, producer, update.instances_seen, sel.selected())
+        ack = FrameAck(f.seq, version, update.instances_seen)
+        replies.append((f.seq, ack, wire.instances_written(written)))
+    if not events:
+        return None, replies
+    changed = before != sel.selected()
+    return outcome_of(live, version, events, (), changed), replies
+
+
+__all__ = ["Frame", "apply_frames", "attempt_frames"]

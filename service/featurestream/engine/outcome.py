@@ -1,0 +1,107 @@
+"""What one write commits: the new state of a stream, and the store commit that carries it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from featurestream import codec
+from featurestream.engine import wire
+from featurestream.engine.cache import Live
+from featurestream.engine.results import Selection
+from featurestream.selectors import Selector
+from featurestream.store.base import Commit
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The new state of a stream after one request or one group of frames."""
+
+    events: list[dict[str, Any]]
+    names: Sequence[str]
+    blob: bytes
+    selection: Selection
+    selection_json: bytes
+    status: bytes
+    selection_changed: bool
+
+
+@dataclass(frozen=True)
+class Attempt(Generic[T]):
+    """What one attempt at a write commits, and what the caller gets once it is committed.
+
+    With no ``outcome`` the state stays as it is; with neither an outcome nor
+    ``responses`` nothing is committed and ``result`` is returned at once (a replay).
+    """
+
+    result: T
+    outcome: Outcome | None = None
+    seq: int | None = None
+    responses: Sequence[tuple[int, bytes]] = ()
+
+
+class StaleCache(Exception):
+    """The cached copy of a stream is behind the store."""
+
+
+def outcome_of(
+    sel: Selector[Any, Any],
+    version: int,
+    now: str,
+    events: Sequence[dict[str, Any]],
+    names: Sequence[str],
+    changed: bool,
+) -> Outcome:
+    """Snapshot the selector after a change (in the worker thread that applied it)."""
+    selection = Selection(version, sel.selected_features(), now)
+    return Outcome(
+        events=list(events),
+        names=names,
+        blob=codec.encode(sel.name, sel.params.to_dict(), sel.snapshot()),
+        selection=selection,
+        selection_json=wire.selection(selection),
+        status=wire.status_counters(sel.status()),
+        selection_changed=changed,
+    )
+
+
+def commit_of(live: Live, producer: str, step: Attempt[Any], now: str) -> Commit:
+    """The store commit of ``step`` on top of the version ``live`` holds."""
+    outcome = step.outcome
+    producer_of = producer if step.responses else None
+    if outcome is None:
+        # Only the producer's records change (frames refused, their seqs used up).
+        return Commit(
+            commit_id=uuid.uuid4().hex,
+            incarnation=live.incarnation,
+            expected_version=live.version,
+            blob=b"",
+            updated_at=now,
+            selection=b"",
+            status=b"",
+            events=b"",
+            producer=producer_of,
+            responses=step.responses,
+            state_changed=False,
+        )
+    return Commit(
+        commit_id=uuid.uuid4().hex,
+        incarnation=live.incarnation,
+        expected_version=live.version,
+        blob=outcome.blob,
+        updated_at=now,
+        selection=outcome.selection_json,
+        status=outcome.status,
+        events=wire.log_entry(step.seq, producer, outcome.events),
+        names=outcome.names,
+        notify=outcome.selection_json if outcome.selection_changed else b"",
+        producer=producer_of,
+        responses=step.responses,
+    )
+
+
+__all__ = ["Attempt", "Outcome", "StaleCache", "commit_of", "outcome_of"]

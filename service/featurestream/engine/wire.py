@@ -1,0 +1,437 @@
+"""Every document featurestream sends to clients, rendered from typed data.
+
+Responses of writes, the selection, the status, the event log, problem
+documents (RFC 9457) and the WebSocket messages (``ack``, ``selection``,
+``error``) are built here and nowhere else, so that an HTTP response, the copy
+the store keeps for replays and the WebSocket message that reports the same
+thing cannot drift apart. Documents on the hot paths (one decision or event
+per column, one message per frame) go through orjson, which also writes a
+non-finite score as null.
+
+Some of these documents are stored (write responses for replays, the
+selection and status summaries, the event log): their layout is part of the
+stored data, so a change here must keep what is already stored readable and
+replays byte-identical.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from featurestream.codec import CodecError
+from featurestream.engine.results import (
+    AlgorithmInfo,
+    EventPage,
+    FeaturesWritten,
+    FrameAck,
+    InstancesWritten,
+    Problem,
+    Selection,
+    StreamResource,
+    StreamStatus,
+)
+from featurestream.errors import (
+    ConcurrentUpdate,
+    FeatureStreamError,
+    InvalidInput,
+    InvalidParameter,
+    LimitExceeded,
+    PayloadTooLarge,
+    QuotaExceeded,
+    RequestTimeout,
+    SequenceConflict,
+    StoreUnavailable,
+    StreamExists,
+    StreamNotFound,
+    Unauthorized,
+    UnsupportedMediaType,
+    WrongStreamKind,
+)
+from featurestream.selectors import Decision, SelectedFeature
+
+Document = dict[str, Any]
+
+# --------------------------------------------------------------------------- writes
+
+
+def decision(d: Decision) -> Document:
+    """One feature's decision, as in the ``decisions`` of a features response."""
+    # One per column: the reason is a str already (StrEnum) and a non-finite
+    # score is left to orjson, which writes null.
+    out: Document = {
+        "name": d.feature,
+        "accepted": d.accepted,
+        "evicted": [e.feature for e in d.evicted] if d.evicted else [],
+        "reason": d.reason,
+        "score": d.score,
+    }
+    if d.by is not None:
+        out["by"] = d.by
+    if d.group is not None:
+        out["group"] = d.group
+    return out
+
+
+def features_written(r: FeaturesWritten) -> bytes:
+    return orjson.dumps(
+        {
+            "version": r.version,
+            "seq": r.seq,
+            "producer": r.producer,
+            "decisions": [decision(d) for d in r.decisions],
+            "selected": list(r.selected),
+        }
+    )
+
+
+def instances_written(r: InstancesWritten) -> bytes:
+    return orjson.dumps(
+        {
+            "version": r.version,
+            "seq": r.seq,
+            "producer": r.producer,
+            "instances_seen": r.instances_seen,
+            "selected": list(r.selected),
+        }
+    )
+
+
+# --------------------------------------------------------------------------- events
+
+
+def feature_batch_event(names: Sequence[str], groups: Sequence[str | None] | None) -> Document:
+    event: Document = {"type": "batch", "names": list(names), "count": len(names)}
+    if groups is not None:
+        event["groups"] = list(groups)
+    return event
+
+
+def decision_events(d: Decision) -> list[Document]:
+    """The ``accepted``/``rejected`` event of a decision, then one per eviction."""
+    main: Document = {
+        "type": "accepted" if d.accepted else "rejected",
+        "names": [d.feature],
+        "reason": d.reason,
+        "score": d.score,
+    }
+    if d.by is not None:
+        main["by"] = d.by
+    if d.group is not None:
+        main["group"] = d.group
+    out = [main]
+    for e in d.evicted:
+        out.append({"type": "evicted", "names": [e.feature], "reason": e.reason, "by": e.by})
+    return out
+
+
+def instance_batch_event(
+    instances: int, instances_seen: int, mistakes: int, seq: int | None = None
+) -> Document:
+    """A batch of instances; a frame's batch also names its seq."""
+    event: Document = {"type": "batch"}
+    if seq is not None:
+        event["seq"] = seq
+    event.update(instances=instances, instances_seen=instances_seen, mistakes=mistakes)
+    return event
+
+
+def log_entry(seq: int | None, producer: str, events: Sequence[Document]) -> bytes:
+    """One commit's entry of the event log."""
+    return orjson.dumps({"seq": seq, "producer": producer, "events": events})
+
+
+def event_page(page: EventPage) -> Document:
+    return {
+        "events": [
+            {"id": e.id, "version": e.version, "seq": e.seq, "producer": e.producer, **e.body}
+            for e in page.events
+        ],
+        "next": page.next,
+    }
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def _finite(x: float | None) -> float | None:
+    if x is None or not math.isfinite(x):
+        return None
+    return float(x)
+
+
+def selected_feature(f: SelectedFeature) -> Document:
+    out: Document = {"name": f.name, "score": _finite(f.score)}
+    if f.group is not None:
+        out["group"] = f.group
+    return out
+
+
+def selection(s: Selection) -> bytes:
+    """The selection document (``GET /selected``), also stored and published."""
+    return orjson.dumps(
+        {
+            "version": s.version,
+            "features": [selected_feature(f) for f in s.features],
+            "updated_at": s.updated_at,
+        }
+    )
+
+
+def parse_selection(raw: bytes) -> Selection:
+    """A stored or published selection document, back as a Selection."""
+    doc = orjson.loads(raw)
+    features = tuple(
+        SelectedFeature(f["name"], f.get("score"), f.get("group")) for f in doc["features"]
+    )
+    return Selection(int(doc["version"]), features, str(doc.get("updated_at", "")))
+
+
+# --------------------------------------------------------------------------- streams
+
+
+def status_counters(counters: Mapping[str, Any]) -> bytes:
+    """The selector's counters, as stored in the stream's summary."""
+    return orjson.dumps(dict(counters))
+
+
+def parse_status_counters(raw: bytes) -> dict[str, Any]:
+    counters: dict[str, Any] = json.loads(raw)
+    return counters
+
+
+def status(s: StreamStatus) -> Document:
+    """``GET /status``: the stream's identity and version, then the counters."""
+    return {
+        "id": s.id,
+        "algorithm": s.algorithm,
+        "kind": s.kind,
+        "version": s.version,
+        "updated_at": s.updated_at,
+        **s.counters,
+    }
+
+
+def stream_resource(info: Mapping[str, Any], version: int, updated_at: str) -> StreamResource:
+    """A stream's stored info (written at creation), with its version."""
+    n_instances = info.get("n_instances")
+    n_features = info.get("n_features")
+    return StreamResource(
+        id=str(info["id"]),
+        algorithm=str(info["algorithm"]),
+        kind=str(info["kind"]),
+        params=info["params"],
+        version=version,
+        created_at=str(info["created_at"]),
+        updated_at=updated_at,
+        n_instances=None if n_instances is None else int(n_instances),
+        n_features=None if n_features is None else int(n_features),
+        tenant=info.get("tenant"),
+    )
+
+
+def stream(r: StreamResource) -> Document:
+    out: Document = {"id": r.id, "algorithm": r.algorithm, "kind": r.kind, "params": r.params}
+    if r.n_instances is not None:
+        out["n_instances"] = r.n_instances
+    if r.n_features is not None:
+        out["n_features"] = r.n_features
+    out.update(created_at=r.created_at, version=r.version, updated_at=r.updated_at)
+    return out
+
+
+def algorithm(a: AlgorithmInfo) -> Document:
+    return {
+        "name": a.name,
+        "kind": a.kind,
+        "title": a.title,
+        "summary": a.summary,
+        "params_schema": a.params_schema,
+        "defaults": a.defaults,
+        "supports_groups": a.supports_groups,
+    }
+
+
+# --------------------------------------------------------------------------- problems
+
+TYPE_BASE = "/problems/"
+
+# class -> (status, type suffix, title). Looked up along the class's MRO.
+PROBLEMS: dict[type[FeatureStreamError], tuple[int, str, str]] = {
+    InvalidParameter: (422, "invalid-parameter", "Invalid parameter"),
+    InvalidInput: (422, "invalid-input", "Invalid input"),
+    WrongStreamKind: (409, "wrong-stream-kind", "Wrong stream kind"),
+    StreamNotFound: (404, "stream-not-found", "Stream not found"),
+    StreamExists: (409, "stream-exists", "Stream already exists"),
+    SequenceConflict: (409, "sequence-conflict", "Out-of-order sequence number"),
+    ConcurrentUpdate: (409, "concurrent-update", "Concurrent update"),
+    Unauthorized: (401, "unauthorized", "Unauthorized"),
+    PayloadTooLarge: (413, "payload-too-large", "Payload too large"),
+    LimitExceeded: (413, "limit-exceeded", "Limit exceeded"),
+    QuotaExceeded: (429, "quota-exceeded", "Quota exceeded"),
+    RequestTimeout: (408, "request-timeout", "Request timeout"),
+    UnsupportedMediaType: (415, "unsupported-media-type", "Unsupported media type"),
+    StoreUnavailable: (503, "store-unavailable", "State store unavailable"),
+    CodecError: (500, "corrupt-state", "Stored state cannot be decoded"),
+}
+
+MAX_ERRORS = 20
+
+
+class Refused(FeatureStreamError):
+    """A refusal that is already a problem document (input that failed validation)."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem.detail)
+        self.problem = problem
+
+
+def _same(stream_id: str) -> str:
+    return stream_id
+
+
+def problem_of(exc: FeatureStreamError, public_id: Callable[[str], str] = _same) -> Problem:
+    """The problem document of ``exc``; ``public_id`` maps a stored stream id to the
+    id its caller knows (stored ids are scoped by tenant)."""
+    if isinstance(exc, Refused):
+        return exc.problem
+    for cls in type(exc).__mro__:
+        if cls in PROBLEMS:
+            status_code, suffix, title = PROBLEMS[cls]
+            break
+    else:
+        status_code, suffix, title = 500, "internal-error", "Internal error"
+    fields = exc.fields()
+    detail = exc.message
+    if "stream_id" in fields:
+        shown = public_id(str(fields["stream_id"]))
+        detail = detail.replace(repr(fields["stream_id"]), repr(shown))
+        fields["stream_id"] = shown
+    return Problem(TYPE_BASE + suffix, title, status_code, detail, fields)
+
+
+def validation_problem(errors: Iterable[Any], *, detail: str | None = None) -> Problem:
+    """The problem of input that failed validation (pydantic's error list)."""
+    errors = list(errors)
+    items = []
+    for e in errors[:MAX_ERRORS]:
+        loc = [str(p) for p in e.get("loc", ()) if p not in ("body",)]
+        items.append({"field": ".".join(loc) or "body", "message": e.get("msg", "invalid")})
+    if any(e.get("type") == "json_invalid" for e in errors):
+        text = detail or "The request body is not valid JSON."
+        return Problem(TYPE_BASE + "malformed-body", "Malformed body", 400, text, {"errors": items})
+    text = detail or "; ".join(f"{i['field']}: {i['message']}" for i in items[:5])
+    if len(errors) > MAX_ERRORS:
+        text += f" ({len(errors)} errors in all; the first {MAX_ERRORS} are listed)"
+    return Problem(TYPE_BASE + "invalid-input", "Invalid input", 422, text, {"errors": items})
+
+
+def problem(p: Problem) -> Document:
+    """The problem document: ``type``, ``title``, ``status``, ``detail``, then its fields."""
+    return {"type": p.type, "title": p.title, "status": p.status, "detail": p.detail, **p.extra}
+
+
+def parse_problem(doc: Mapping[str, Any]) -> Problem:
+    extra = {k: v for k, v in doc.items() if k not in ("type", "title", "status", "detail")}
+    return Problem(
+        str(doc["type"]), str(doc["title"]), int(doc["status"]), str(doc["detail"]), extra
+    )
+
+
+def replayed_problem(p: Problem) -> bytes:
+    """The body of an HTTP replay of a seq that a refused frame used up."""
+    return json.dumps(problem(p)).encode()
+
+
+# --------------------------------------------------------------------------- WebSocket
+
+
+def ack_message(ack: FrameAck) -> str:
+    return orjson.dumps(
+        {
+            "type": "ack",
+            "ack": ack.seq,
+            "version": ack.version,
+            "instances_seen": ack.instances_seen,
+        }
+    ).decode()
+
+
+def selection_message(s: Selection) -> str:
+    return orjson.dumps(
+        {
+            "type": "selection",
+            "selected": s.names,
+            "version": s.version,
+            "features": [selected_feature(f) for f in s.features],
+        }
+    ).decode()
+
+
+def error_message(p: Problem, seq: int | None) -> bytes:
+    """The ``error`` message of a refused frame (``seq``) or of the connection (None).
+
+    It is also the response stored for the refused frame's seq.
+    """
+    doc = {"type": "error", "error": problem(p), "seq": seq}
+    return json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
+
+
+def stored_reply(body: bytes, seq: int) -> FrameAck | Problem:
+    """What a stored response says about its seq: applied (an ack) or refused.
+
+    The response stored for a seq is that of the HTTP request that used it
+    (``version``, ``instances_seen``...) or the ``error`` message of a refused
+    frame, so an HTTP request and a frame are answered alike on a replay.
+    """
+    doc = orjson.loads(body)
+    if doc.get("type") == "error":
+        return parse_problem(doc["error"])
+    return FrameAck(seq, int(doc["version"]), int(doc["instances_seen"]))
+
+
+def stored_problem(body: bytes) -> Problem | None:
+    """The problem of a stored response when a refused frame used up its seq."""
+    # Write responses start with "version": only a refused frame's starts so.
+    if not body.startswith(b'{"type":"error"'):
+        return None
+    return parse_problem(orjson.loads(body)["error"])
+
+
+__all__ = [
+    "MAX_ERRORS",
+    "PROBLEMS",
+    "TYPE_BASE",
+    "Refused",
+    "ack_message",
+    "algorithm",
+    "decision",
+    "decision_events",
+    "error_message",
+    "event_page",
+    "feature_batch_event",
+    "features_written",
+    "instance_batch_event",
+    "instances_written",
+    "log_entry",
+    "parse_problem",
+    "parse_selection",
+    "parse_status_counters",
+    "problem",
+    "problem_of",
+    "replayed_problem",
+    "selected_feature",
+    "selection",
+    "selection_message",
+    "status",
+    "status_counters",
+    "stored_problem",
+    "stored_reply",
+    "stream",
+    "stream_resource",
+    "validation_problem",
+]

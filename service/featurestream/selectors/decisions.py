@@ -1,0 +1,72 @@
+"""What a selector answers: per-feature decisions, the selection, instance updates.
+
+Plain data: how they are shown to clients is the engine's wire module's job.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Reason(enum.StrEnum):
+    """Why a feature was rejected or evicted (docs/concepts.md, "Decisions")."""
+
+    CONSTANT = "constant"
+    IRRELEVANT = "irrelevant"
+    REDUNDANT = "redundant"
+    IRRELEVANT_GROUP = "irrelevant group"
+    NOT_SIGNIFICANT = "not significant"
+    GRADIENT_BELOW_LAMBDA1 = "gradient below lambda1"
+    WEIGHT_SHRUNK_TO_ZERO = "weight shrunk to zero"
+    MAX_FEATURES = "max_features"
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """A member of the selected set removed by a later arrival."""
+
+    feature: str
+    reason: Reason
+    by: str | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of one arriving feature.
+
+    ``score`` is the selector's measure of the feature (dep for SAOLA and
+    OSFS, p-value for Alpha-investing, |gradient| for Grafting); ``by`` names
+    the feature that made this one redundant.
+    """
+
+    feature: str
+    accepted: bool
+    reason: Reason | None = None
+    by: str | None = None
+    score: float | None = None
+    evicted: tuple[Eviction, ...] = ()
+    group: str | None = None
+
+
+@dataclass(frozen=True)
+class SelectedFeature:
+    """A member of the current selection, with the selector's score for it."""
+
+    name: str
+    score: float | None = None
+    group: str | None = None
+
+
+@dataclass(frozen=True)
+class InstanceUpdate:
+    """Outcome of a batch of instances."""
+
+    instances: int
+    instances_seen: int
+    predictions: tuple[int, ...] = ()
+    mistakes: int = 0
+    selection_changed: bool = False
+
+
+__all__ = ["Decision", "Eviction", "InstanceUpdate", "Reason", "SelectedFeature"]

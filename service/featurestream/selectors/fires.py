@@ -1,0 +1,248 @@
+"""FIRES: stable online feature selection from the uncertainty of a probit model.
+
+docs/algorithms/fires.md. Each feature's probit coefficient is a Gaussian
+belief N(mu_j, sigma_j^2); every batch of labelled instances moves mu and sigma
+by a gradient step on the batch's log-likelihood (``stats/fires.py``), and a
+feature's weight rewards a large |mu_j| and penalises its uncertainty sigma_j:
+w_j = (mu_j^2 - penalty_s sigma_j^2) / (2 penalty_r). The m largest weights are
+selected.
+
+References
+----------
+Johannes Haug, Martin Pawelczyk, Klaus Broelemann, Gjergji Kasneci.
+"Leveraging Model Inherent Variable Importance for Stable Online Feature
+Selection." Proceedings of the 26th ACM SIGKDD Conference on Knowledge
+Discovery and Data Mining (KDD), 2020.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+import numpy as np
+
+from featurestream.selectors.base import JSON, InstanceSelector, Matrix, Vector
+from featurestream.selectors.checks import binary_labels
+from featurestream.selectors.decisions import InstanceUpdate, SelectedFeature
+from featurestream.selectors.params import Boolean, Interval, Params, StrOptions
+from featurestream.stats.fires import fires_update, fires_weights, top_m
+from featurestream.stats.scaling import standardise_running
+
+Index = np.ndarray[Any, np.dtype[np.intp]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class FIRESParams(Params):
+    """Parameters of FIRES (named as in docs/algorithms/fires.md).
+
+    ``num_features`` has no default: it is required.
+    """
+
+    algorithm: ClassVar[str] = "FIRES"
+    constraints: ClassVar[dict[str, Any]] = {
+        "num_features": Interval(int, 1, None, "left"),
+        "mu_init": Interval(float, None, None, "neither"),
+        "sigma_init": Interval(float, 0.0, None, "left"),
+        "penalty_s": Interval(float, 0.0, None, "left"),
+        "penalty_r": Interval(float, 0.0, None, "neither"),
+        "lr_mu": Interval(float, 0.0, None, "neither"),
+        "lr_sigma": Interval(float, 0.0, None, "left"),
+        "epochs": Interval(int, 1, None, "left"),
+        "scale_weights": Boolean(),
+        "scale": StrOptions(("standard", "none")),
+    }
+
+    num_features: int
+    mu_init: float = 0.0
+    sigma_init: float = 1.0
+    penalty_s: float = 0.01
+    penalty_r: float = 0.01
+    lr_mu: float = 0.01
+    lr_sigma: float = 0.01
+    epochs: int = 1
+    scale_weights: bool = True
+    scale: str = "standard"
+
+
+@dataclass(frozen=True)
+class FIRESState:
+    """Everything FIRES knows.
+
+    Attributes
+    ----------
+    feature_names : the d feature names, in column order.
+    mu, sigma : (K, d): one probit model per row. A binary stream has K = 1
+        (the model of the positive class); a multi-class stream would keep one
+        row per class, one-vs-rest, and the weights take the largest per class.
+    scale_mean, scale_M2 : the running mean and sum of squared deviations of
+        every feature, (d,), with ``scale: "standard"``; empty otherwise. Their
+        count is ``instances_seen``.
+    instances_seen, batches_seen : counters; every learn call with at least
+        one instance is one batch (the batch boundaries are part of the result).
+    """
+
+    feature_names: tuple[str, ...]
+    mu: Matrix
+    sigma: Matrix
+    scale_mean: Vector
+    scale_M2: Vector
+    instances_seen: int = 0
+    batches_seen: int = 0
+
+
+class FIRES(InstanceSelector[FIRESParams, FIRESState]):
+    """Supervised feature selection by the importance and uncertainty of probit coefficients.
+
+    Parameters
+    ----------
+    params : FIRESParams
+        ``num_features`` (m, required), ``mu_init`` and ``sigma_init`` (the
+        prior of every coefficient), ``penalty_s`` (weight of the
+        uncertainty), ``penalty_r`` (scale of the weights), ``lr_mu`` and
+        ``lr_sigma`` (learning rates), ``epochs`` (passes over each batch),
+        ``scale_weights`` (min-max scale the weights to [0, 1]) and ``scale``
+        (``standard``: standardise every instance with running statistics
+        first; ``none``: learn from the values as given).
+
+    Notes
+    -----
+    * Labels are binary, in {0, 1} or {-1, +1} (0 means -1); any other label
+      refuses the whole batch. Multi-class targets (one model per class) are
+      not accepted yet; the State keeps its models as (K, d) arrays for them.
+    * Every ``learn_instances`` call is one batch: the gradient is a mean over
+      the batch, so the batch boundaries are part of the result, as for FSDS.
+      An empty batch changes nothing and is not counted.
+    * With ``scale: "standard"`` each instance is standardised with the
+      running mean and population variance of every feature over the instances
+      seen so far, itself included (a feature of variance 0 maps to 0), before
+      the batch's update; ``scale: "none"`` is the published algorithm.
+    * Before the first batch nothing is selected; afterwards the selection is
+      the m highest weights in descending order, ties to the lower index, each
+      with its weight as the score.
+    * ``selection_changed`` is True when the selected tuple after the batch
+      differs from the one before it.
+
+    Examples
+    --------
+    Two features, one batch of two instances, ``scale: "none"``:
+    x = (1, 0) with y = 1 and x = (0, 1) with y = 0 (that is -1). From mu = 0
+    and sigma = 1, each instance has dot = 0, rho = sqrt(2) and t = 0, so
+    r = phi(0) / Phi(0) = 0.797885. The mean gradient of mu is
+    (r / sqrt(2) / 2, -r / sqrt(2) / 2) = (0.282095, -0.282095); sigma's is 0
+    (dot = 0). After lr_mu = 0.01: mu = (0.002821, -0.002821), sigma = (1, 1).
+    Both weights are equal (mu^2 alike), so they scale to 0 and the tie goes
+    to the lower index.
+
+    >>> import numpy as np
+    >>> sel = FIRES.start(FIRESParams(num_features=1, scale="none"), ["a", "b"])
+    >>> u = sel.learn_instances(np.eye(2), [1, 0])
+    >>> sel.state.mu.round(6).tolist(), sel.state.sigma.tolist()
+    ([[0.002821, -0.002821]], [[1.0, 1.0]])
+    >>> [(f.name, f.score) for f in sel.selected_features()]
+    [('a', 0.0)]
+
+    References
+    ----------
+    Haug, Pawelczyk, Broelemann, Kasneci. Leveraging Model Inherent Variable
+    Importance for Stable Online Feature Selection. KDD 2020.
+    """
+
+    name: ClassVar[str] = "fires"
+    # The update is a mean over each batch (docs/algorithms/fires.md).
+    batch_invariant: ClassVar[bool] = False
+    params_type: ClassVar[type[Params]] = FIRESParams
+    state_type: ClassVar[type[Any]] = FIRESState
+    status_fields: ClassVar[tuple[str, ...]] = ("batches_seen",)
+
+    @classmethod
+    def test_params(cls) -> list[dict[str, Any]]:
+        return [
+            {"num_features": 3},
+            {"num_features": 2, "scale": "none", "epochs": 2, "lr_mu": 0.5, "lr_sigma": 0.1},
+            {"num_features": 4, "scale_weights": False, "penalty_s": 0.0, "mu_init": 0.1},
+        ]
+
+    @classmethod
+    def initial_state(cls, params: FIRESParams, feature_names: tuple[str, ...]) -> FIRESState:
+        d = len(feature_names)
+        scaled = params.scale == "standard"
+        return FIRESState(
+            feature_names=feature_names,
+            mu=np.full((1, d), params.mu_init),
+            sigma=np.full((1, d), params.sigma_init),
+            scale_mean=np.zeros(d if scaled else 0),
+            scale_M2=np.zeros(d if scaled else 0),
+        )
+
+    # ------------------------------------------------------------------ queries
+
+    def weights(self) -> Vector:
+        """Every feature's current weight (the largest over the K models)."""
+        p = self.params
+        s = self.state
+        return fires_weights(
+            s.mu,
+            s.sigma,
+            penalty_s=p.penalty_s,
+            penalty_r=p.penalty_r,
+            scale_weights=p.scale_weights,
+        )
+
+    def _order(self) -> tuple[Index, Vector]:
+        w = self.weights()
+        if self.state.batches_seen == 0:
+            return np.zeros(0, dtype=np.intp), w
+        return top_m(w, self.params.num_features), w
+
+    def selected_features(self) -> tuple[SelectedFeature, ...]:
+        order, w = self._order()
+        names = self.state.feature_names
+        return tuple(SelectedFeature(names[i], float(w[i])) for i in order)
+
+    def status(self) -> dict[str, JSON]:
+        return {**super().status(), "scale": self.params.scale}
+
+    # ------------------------------------------------------------------ learning
+
+    def _learn_batch(self, X: Matrix, y: Vector | None) -> InstanceUpdate:
+        p = self.params
+        s = self.state
+        # docs/algorithms/fires.md: labels in {0, 1} or {-1, +1}, 0 means -1; else an error.
+        labels = binary_labels(y if y is not None else np.zeros(0))
+        n_b = X.shape[0]
+        if n_b == 0:
+            return InstanceUpdate(instances=0, instances_seen=s.instances_seen)
+        before, _ = self._order()
+        mean, M2 = s.scale_mean, s.scale_M2
+        if p.scale == "standard":
+            z = standardise_running(s.instances_seen, mean, M2, X)
+            X, mean, M2 = z.Z, z.mean, z.M2
+        # K = 1 for a binary stream: the model of the positive class.
+        mu, sigma = fires_update(
+            s.mu[0],
+            s.sigma[0],
+            X,
+            labels,
+            lr_mu=p.lr_mu,
+            lr_sigma=p.lr_sigma,
+            epochs=p.epochs,
+        )
+        self.state = replace(
+            s,
+            mu=mu[None, :],
+            sigma=sigma[None, :],
+            scale_mean=mean,
+            scale_M2=M2,
+            instances_seen=s.instances_seen + n_b,
+            batches_seen=s.batches_seen + 1,
+        )
+        after, _ = self._order()
+        return InstanceUpdate(
+            instances=n_b,
+            instances_seen=self.state.instances_seen,
+            selection_changed=not np.array_equal(before, after),
+        )
+
+
+__all__ = ["FIRES", "FIRESParams", "FIRESState"]

@@ -1,0 +1,182 @@
+"""FIRES probit update, weights and selection (ALGORITHMS.md, "FIRES")."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from featurestream.stats.fires import (
+    fires_update,
+    fires_update_ovr,
+    fires_weights,
+    inverse_mills,
+    top_m,
+)
+from tests.data.make_fires_expected import compute, make_stream
+
+EXPECTED = Path(__file__).parents[2] / "data" / "fires_expected.json"
+
+
+def plain_update(
+    mu: np.ndarray,
+    sigma: np.ndarray,
+    X: np.ndarray,
+    y: np.ndarray,
+    lr_mu: float,
+    lr_sigma: float,
+    epochs: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Steps 1-3 of ALGORITHMS.md "FIRES", one instance and one feature at a time."""
+    mu = mu.copy()
+    sigma = sigma.copy()
+    n, d = X.shape
+    for _ in range(epochs):
+        grad_mu = np.zeros(d)
+        grad_sigma = np.zeros(d)
+        for i in range(n):
+            dot = sum(X[i, j] * mu[j] for j in range(d))
+            rho = math.sqrt(1.0 + sum(X[i, j] ** 2 * sigma[j] ** 2 for j in range(d)))
+            t = y[i] * dot / rho
+            r = stats.norm.pdf(t) / stats.norm.cdf(t)
+            for j in range(d):
+                grad_mu[j] += r * y[i] / rho * X[i, j] / n
+                grad_sigma[j] += r * (-y[i] / rho**3) * X[i, j] ** 2 * sigma[j] * dot / n
+        mu = mu + lr_mu * grad_mu
+        sigma = np.maximum(sigma + lr_sigma * grad_sigma, 0.0)
+    return mu, sigma
+
+
+def test_one_instance_worked_by_hand() -> None:
+    # mu = (0.5, 0), sigma = (1, 1), x = (1, 2), y = +1:
+    # dot = 0.5, rho = sqrt(1 + 1 + 4) = sqrt(6) = 2.449490, t = 0.204124,
+    # phi(t) = 0.390717, Phi(t) = 0.580872, r = 0.672639.
+    # grad_mu = r / rho * x = (0.274604, 0.549207);
+    # grad_sigma = -r / rho^3 * x^2 * sigma * dot = (-0.022884, -0.091535).
+    # With learning rates 0.01: mu = (0.502746, 0.005492), sigma = (0.999771, 0.999085).
+    mu, sigma = fires_update(
+        np.array([0.5, 0.0]), np.array([1.0, 1.0]), np.array([[1.0, 2.0]]), np.array([1.0])
+    )
+    np.testing.assert_allclose(mu, [0.5027460369596998, 0.005492073919399609], rtol=1e-13)
+    np.testing.assert_allclose(sigma, [0.9997711635866917, 0.9990846543467667], rtol=1e-13)
+
+
+def test_weights_worked_by_hand() -> None:
+    # w = (mu^2 - 0.01 sigma^2) / 0.02: mu = (1, 0, 0.5), sigma = (0, 1, 0)
+    # -> (50, -0.5, 12.5); min-max -> (1, 0, 13 / 50.5).
+    mu = np.array([1.0, 0.0, 0.5])
+    sigma = np.array([0.0, 1.0, 0.0])
+    raw = fires_weights(mu, sigma, scale_weights=False)
+    np.testing.assert_allclose(raw, [50.0, -0.5, 12.5], rtol=1e-15)
+    scaled = fires_weights(mu, sigma)
+    np.testing.assert_allclose(scaled, [1.0, 0.0, 13.0 / 50.5], rtol=1e-15)
+    assert top_m(scaled, 2).tolist() == [0, 2]
+
+
+def test_equal_weights_scale_to_zero_and_ties_go_to_lower_index() -> None:
+    w = fires_weights(np.full(4, 0.3), np.full(4, 0.2))
+    assert w.tolist() == [0.0, 0.0, 0.0, 0.0]
+    assert top_m(w, 3).tolist() == [0, 1, 2]
+    assert top_m(np.array([0.1, 0.9, 0.9, 0.1]), 4).tolist() == [1, 2, 0, 3]
+
+
+@pytest.mark.parametrize("epochs", [1, 3])
+def test_matches_plain_transcription(epochs: int) -> None:
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(40, 6))
+    y = np.where(rng.random(40) < 0.5, 1.0, -1.0)
+    mu = rng.normal(scale=0.3, size=6)
+    sigma = rng.uniform(0.5, 1.5, size=6)
+    got = fires_update(mu, sigma, X, y, lr_mu=0.05, lr_sigma=0.02, epochs=epochs)
+    ref = plain_update(mu, sigma, X, y, 0.05, 0.02, epochs)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got[1], ref[1], rtol=1e-12, atol=1e-12)
+
+
+def test_inverse_mills_is_finite_far_in_the_tail() -> None:
+    # Phi(-40) underflows to 0, so phi/Phi is 0/0; the ratio is ~ -t + 1/(-t) there.
+    with np.errstate(all="ignore"):
+        naive = stats.norm.pdf(-40.0) / stats.norm.cdf(-40.0)
+    assert not np.isfinite(naive)
+    r = inverse_mills(np.array([-40.0, -5.0, 0.0, 3.0]))
+    assert np.all(np.isfinite(r))
+    assert r[0] == pytest.approx(40.0 + 1.0 / 40.0, rel=1e-4)
+    np.testing.assert_allclose(
+        r[1:], stats.norm.pdf([-5.0, 0.0, 3.0]) / stats.norm.cdf([-5.0, 0.0, 3.0]), rtol=1e-12
+    )
+
+
+def test_confidently_wrong_instance_gives_finite_update() -> None:
+    # t = y dot / rho = -100 / sqrt(2): a naive pdf/cdf would give NaN here.
+    mu, sigma = fires_update(
+        np.array([100.0]), np.array([1.0]), np.array([[1.0]]), np.array([-1.0])
+    )
+    assert np.all(np.isfinite(mu)) and np.all(np.isfinite(sigma))
+    assert mu[0] < 100.0
+
+
+def test_sigma_is_clipped_at_zero() -> None:
+    # A large lr_sigma on a correctly classified instance drives sigma below 0.
+    _, sigma = fires_update(
+        np.array([1.0]), np.array([1.0]), np.array([[3.0]]), np.array([1.0]), lr_sigma=1e6
+    )
+    assert sigma.tolist() == [0.0]
+
+
+def test_batch_row_order_does_not_matter() -> None:
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(50, 5))
+    y = np.where(rng.random(50) < 0.4, 1.0, -1.0)
+    mu, sigma = rng.normal(size=5), rng.uniform(0.5, 1.0, size=5)
+    perm = rng.permutation(50)
+    a = fires_update(mu, sigma, X, y, epochs=2)
+    b = fires_update(mu, sigma, X[perm], y[perm], epochs=2)
+    np.testing.assert_allclose(a[0], b[0], rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(a[1], b[1], rtol=1e-13, atol=1e-15)
+
+
+def test_inputs_are_left_alone() -> None:
+    mu, sigma = np.array([0.1, 0.2]), np.array([1.0, 1.0])
+    X, y = np.array([[1.0, -1.0], [0.5, 2.0]]), np.array([1.0, -1.0])
+    copies = [a.copy() for a in (mu, sigma, X, y)]
+    new_mu, new_sigma = fires_update(mu, sigma, X, y, epochs=2)
+    for a, c in zip((mu, sigma, X, y), copies, strict=True):
+        assert np.array_equal(a, c)
+    assert new_mu is not mu and new_sigma is not sigma
+    empty = fires_update(mu, sigma, np.zeros((0, 2)), np.zeros(0))
+    assert empty[0].tolist() == mu.tolist() and empty[0] is not mu
+
+
+def test_one_vs_rest_is_per_class_binary_and_max_of_weights() -> None:
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(30, 4))
+    codes = rng.integers(0, 3, size=30)
+    mu = np.zeros((3, 4))
+    sigma = np.ones((3, 4))
+    mus, sigmas = fires_update_ovr(mu, sigma, X, codes)
+    for k in range(3):
+        m_k, s_k = fires_update(mu[k], sigma[k], X, np.where(codes == k, 1.0, -1.0))
+        assert np.array_equal(mus[k], m_k) and np.array_equal(sigmas[k], s_k)
+    per_class = np.stack([fires_weights(mus[k], sigmas[k]) for k in range(3)])
+    assert np.array_equal(fires_weights(mus, sigmas), per_class.max(axis=0))
+    # Relabelling the classes permutes the models and leaves the weights unchanged.
+    perm = np.array([2, 0, 1])
+    mus2, sigmas2 = fires_update_ovr(mu, sigma, X, perm[codes])
+    assert np.array_equal(fires_weights(mus2, sigmas2), fires_weights(mus, sigmas))
+
+
+def test_conformance_vector() -> None:
+    document = json.loads(EXPECTED.read_text())
+    got = compute(document["params"])
+    expected = document["expected"]
+    np.testing.assert_allclose(got["weights"], expected["weights"], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got["mu"], expected["mu"], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got["sigma"], expected["sigma"], rtol=1e-9, atol=1e-12)
+    assert got["top"] == expected["top"]
+    # The five informative features of the generated stream come first.
+    assert set(got["top"][:5]) == {3, 7, 11, 15, 19}
+    assert len(make_stream(document["params"])) == document["params"]["batches"]
