@@ -277,47 +277,6 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
             selection_changed=not np.array_equal(before, after),
         )
 
-    def _observe(self, x: Vector, w: Vector, t: int) -> tuple[Vector, Vector]:
-        """OFS-P: the observed instance and the rescaled one used in the step.
-
-        The generator is seeded by (seed, t), t the stream's instance count
-        before this instance, so replay and any batching draw the same features.
-        """
-        p = self.params
-        d = x.shape[0]
-        B = min(p.num_features, d)
-        eps = p.epsilon
-        rng = np.random.default_rng([p.seed, t])
-        explore = rng.random() < eps
-        # Exploiting observes the features with w_i != 0: at most B (truncation).
-        idx = rng.choice(d, size=B, replace=False) if explore else np.flatnonzero(w)
-        observed = np.zeros(d)
-        observed[idx] = x[idx]
-        # Observation probability of feature i: (B/d) eps + 1[w_i != 0] (1 - eps) > 0
-        # since eps > 0 (docs/algorithms/ofs.md, "OFS-P").
-        prob = (B / d) * eps + (w[idx] != 0.0) * (1.0 - eps)
-        step = np.zeros(d)
-        step[idx] = x[idx] / prob
-        return observed, step
-
-
-def _union(a: Index, b: Index) -> Index:
-    """The sorted union of two sorted index arrays without repeats.
-
-    A stable sort of the two runs is a linear merge (numpy's timsort), an order
-    of magnitude faster than ``np.union1d`` at these sizes.
-
-    >>> _union(np.array([1, 4, 9]), np.array([2, 4, 5])).tolist()
-    [1, 2, 4, 5, 9]
-    """
-    c = np.concatenate((a, b))
-    c.sort(kind="stable")
-    first = np.empty(c.shape[0], dtype=bool)
-    if c.shape[0]:
-        first[0] = True
-        np.not_equal(c[1:], c[:-1], out=first[1:])
-    return c[first]
-
 
 def _selected_order(w: Vector) -> np.ndarray[Any, np.dtype[np.intp]]:
     """Indices of the non-zero entries of w by |w| descending, ties by lower index."""
