@@ -5,7 +5,7 @@ This measures, in one run and with one BLAS thread, the wall time of
 
 * OFS in process: ``OFS.start(...).learn_instances(X, y)`` on the whole stream;
 * a plain per-instance numpy loop of the same update, ``plain_ofs``, written
-  straight from ALGORITHMS.md ("OFS", full input, ``scale: "none"``): a BLAS
+  straight from docs/algorithms/ofs.md ("Exact rules", full input, ``scale: "none"``): a BLAS
   dot product, a vector step, a norm and, with truncation, a stable argsort;
 
 on n instances of d dense features, with ``num_features`` = d (no truncation)

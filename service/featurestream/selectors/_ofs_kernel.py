@@ -1,4 +1,4 @@
-"""Compiled per-instance updates of OFS and OFS-P (ALGORITHMS.md, "OFS").
+"""Compiled per-instance updates of OFS and OFS-P (docs/algorithms/ofs.md, "Exact rules").
 
 Each instance's update depends on the weights the previous one left, so a
 batch cannot be vectorised across instances; this module runs the whole loop
@@ -346,7 +346,7 @@ def _keep_largest(
     """w[S] *= scale, then keep the B largest |w| (threshold thr, ``above`` larger).
 
     Entries equal to thr fill the B - above places left by lower index
-    (ALGORITHMS.md, Truncate); the others become 0. Returns the new |S|.
+    (docs/algorithms/ofs.md, "Exact rules"); the others become 0. Returns the new |S|.
     """
     ties = B - above
     full = nS == w.shape[0]  # then S is 0..d-1, possibly not written out
@@ -889,7 +889,7 @@ def learn_partial(
     preds = np.empty(m, dtype=np.int64)
     labels = np.ascontiguousarray(labels, dtype=np.float64)
     # Observation probability of feature j: (B/d) eps + 1[w_j != 0] (1 - eps)
-    # (ALGORITHMS.md, OFS-P), with B capped at d.
+    # (docs/algorithms/ofs.md, "OFS-P"), with B capped at d.
     base = (Bd / d) * epsilon
     rest = 1.0 - epsilon
     radius_inv = math.sqrt(lam)

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from featurestream.selectors import _ofs_kernel
-from featurestream.selectors.base import binary_labels
+from featurestream.selectors.checks import binary_labels
 from featurestream.selectors.ofs import OFS, OFSParams, truncate_support
 
 
