@@ -417,6 +417,112 @@ def _after_step(
     return _keep_largest(w, S, nS, B, scale, thr, above)
 
 
+# Candidates for truncation after a dense step: every |w~_j| within this factor
+# of the B-th largest so far. The projection multiplies by a common factor and
+# rounds, which can tie |w~_j| just below the B-th largest with it (and the tie
+# then goes to the lower index); a ratio under 1 - 2^-49 (16 units in the last
+# place) cannot round to a tie while the products stay normal.
+_NEAR = 1.0 - 2.0**-49
+# The B-th largest projected |w~| under which products may be subnormal (their
+# relative rounding error unbounded): then the candidates are not enough, and
+# the step takes the exact pass over every entry.
+_TINY = 2.0**-960
+
+
+@_jit
+def _dense_step_truncate(
+    w: Vector,
+    x: Vector,
+    c: float,
+    S: IntVector,
+    nS: int,
+    B: int,
+    radius_inv: float,
+    sq: Vector,
+    heap: Vector,
+    cand_j: IntVector,
+    cand_v: Vector,
+) -> int:
+    """w := Truncate(projection of w + c x, B) for a dense x; returns the new |S|.
+
+    w is non-zero only on S[:nS] and has no -0.0. w~_j = w_j + x_j c is never
+    stored: a pass writes its squares to ``sq`` (the norm sums those of the
+    non-zeros, in index order, as ``_norm`` would), and a second keeps as
+    candidates (``cand_j``, ``cand_v``, in index order) the entries with |w~_j|
+    at least lb, a lower bound of the B-th largest |w~_j| times _NEAR: first
+    the smallest over the B entries of S, then the B-th largest candidate. A
+    selection over the candidates gives the B-th largest; then only S is
+    zeroed and the kept candidates are written, projected by the product
+    ``_keep_largest`` computes. O(d) reads and O(|S| + B) writes per step,
+    instead of several passes writing all d entries.
+    """
+    d = w.shape[0]
+    # The entries of S go in the heap of the B largest |w~_j| first: they are
+    # usually still among the largest, so few others get past its root.
+    size = 0
+    for k in range(nS):
+        j = S[k]
+        a = abs(w[j] + x[j] * c)  # the value the passes below compute
+        if a != 0.0:
+            size = _heap_add(heap, size, B, a)
+    # The squares, in a pass without branches (it vectorises).
+    n = 0  # non-zeros of w~
+    for j in range(d):
+        v = w[j] + x[j] * c
+        sq[j] = v * v
+        n += v != 0.0
+    # The candidates: a predictable branch, taken by few entries. The heap's
+    # root only grows, so an entry below lb now stays below the final B-th
+    # largest by the factor _NEAR; lb = 0: every non-zero is a candidate.
+    lb = heap[0] * _NEAR if size == B else 0.0
+    nc = 0  # candidates
+    p = 0  # entries of S before j (those are in the heap already)
+    for j in range(d):
+        v = w[j] + x[j] * c
+        a = abs(v)
+        if a >= lb and a != 0.0:
+            cand_j[nc] = j
+            cand_v[nc] = v
+            nc += 1
+            while p < nS and S[p] < j:
+                p += 1
+            if (p == nS or S[p] != j) and (size < B or a > heap[0]):
+                size = _heap_add(heap, size, B, a)
+                if size == B:
+                    lb = heap[0] * _NEAR
+    if n < d:
+        # Some w~_j = 0: the norm sums the squares of the non-zeros only.
+        n = 0
+        for j in range(d):
+            v = w[j] + x[j] * c
+            sq[n] = v * v
+            n += v != 0.0
+    norm = math.sqrt(_sum(sq, n))
+    # min(1, 1 / (sqrt(lam) ||w~||)): shrink only outside the ball (a zero w~ is
+    # inside it; this also avoids dividing by zero).
+    scale = 1.0 / (radius_inv * norm) if radius_inv * norm > 1.0 else 1.0
+    thr, above = _heap_threshold(heap, size, B, scale)
+    if size == B and thr < _TINY:
+        # Projected values near the subnormals: decide over every entry.
+        for j in range(d):
+            w[j] = w[j] + x[j] * c
+        return _keep_largest(w, S, _support(w, S), B, scale, thr, above)
+    for k in range(nS):
+        w[S[k]] = 0.0
+    ties = B - above
+    kept = 0
+    for q in range(nc):
+        v = cand_v[q] * scale
+        a = abs(v)
+        if a > thr or (a == thr and a != 0.0 and ties > 0):
+            ties -= a == thr
+            j = cand_j[q]
+            w[j] = v
+            S[kept] = j
+            kept += 1
+    return kept
+
+
 @_jit
 def _learn_dense(
     w: Vector,
@@ -436,7 +542,12 @@ def _learn_dense(
     heap = np.empty(min(B, d))
     nS = _support(w, S)
     keep = 1.0 - decay
-    nS_heap = d >= 16 * B  # truncation to few of many: the heap route
+    # Truncation to fewer than d: the one-pass step (_dense_step_truncate). It
+    # leaves the zeros outside S alone, so it needs them +0.0, as this module
+    # stores them; a w from elsewhere with a -0.0 takes the general route.
+    one_pass = d > B and not np.any(np.signbit(w[w == 0.0]))
+    cand_j = np.empty(d if one_pass else 0, dtype=np.int64)
+    cand_v = np.empty(d if one_pass else 0)
     mistakes = 0
     for i in range(m):
         x = X[i]
@@ -449,40 +560,8 @@ def _learn_dense(
             nS = _decay(w, S, nS, keep)
         if yi * f <= margin:
             c = eta * yi
-            if nS_heap:
-                # Few kept among many: the heap of the B largest |w~| is filled
-                # in the step's pass (truncation compares projected values, but
-                # projection keeps their order).
-                # The entries kept last time go in first: they are usually
-                # still the largest, so few of the others get past the root.
-                size = 0
-                for k in range(nS):
-                    j = S[k]
-                    a = abs(w[j] + x[j] * c)  # the value the pass below computes
-                    if a != 0.0:
-                        size = _heap_add(heap, size, B, a)
-                count = 0
-                p = 0  # next entry of S: those are in the heap already
-                for j in range(d):
-                    v = w[j] + x[j] * c
-                    w[j] = v
-                    count += v != 0.0
-                    if p < nS and S[p] == j:
-                        p += 1
-                        continue
-                    a = abs(v)
-                    if a != 0.0 and (size < B or a > heap[0]):
-                        size = _heap_add(heap, size, B, a)
-                if count < d:
-                    _support(w, S)
-                nS = count
-                if nS <= B:
-                    nS = _after_step(w, S, nS, B, radius_inv, tmp, heap)
-                else:
-                    norm = _norm(w, S, nS, tmp)
-                    scale = 1.0 / (radius_inv * norm) if radius_inv * norm > 1.0 else 1.0
-                    thr, above = _heap_threshold(heap, size, B, scale)
-                    nS = _keep_largest(w, S, nS, B, scale, thr, above)
+            if one_pass:
+                nS = _dense_step_truncate(w, x, c, S, nS, B, radius_inv, tmp, heap, cand_j, cand_v)
                 continue
             # A dense step can touch every entry: a contiguous pass (it
             # vectorises), then S rebuilt only if some entry is 0.

@@ -176,6 +176,45 @@ def test_kernel_keeps_ties_by_lower_index_after_rounding() -> None:
     assert np.flatnonzero(sel.state.w).tolist() == [0, 1, 2]
 
 
+def _kernel_vs_numpy(w0: np.ndarray, x: np.ndarray, B: int, lam: float) -> np.ndarray:
+    """One step of the dense kernel from w0 on x (label +1, eta 1), checked bit for bit."""
+    p = OFSParams.from_mapping({"num_features": B, "eta": 1.0, "lam": lam})
+    X = x[None, :]
+    w_ref, _, _ = _numpy_learn(p, w0, X, np.ones(1), 0)
+    w = w0.copy()
+    _ofs_kernel.learn_full(
+        w, X, np.ones(1), sparse=False, B=B, eta=1.0, lam=lam, margin=1.0, decay=0.0
+    )
+    assert w.tobytes() == (w_ref + 0.0).tobytes()
+    return w
+
+
+def test_kernel_dense_truncation_sees_ties_the_projection_makes() -> None:
+    # |w~| at index 10 is one step below the B-th largest, 1.5 at index 30, but
+    # the projection can round both to one value: the tie goes to index 10.
+    below = np.nextafter(1.5, 0.0)
+    w0 = np.zeros(40)
+    w0[[0, 30]] = [5.0, 1.5]
+    x = np.zeros(40)
+    x[10] = below
+    tied = 0
+    for lam in np.linspace(1.0, 2.0, 41):
+        w = _kernel_vs_numpy(w0, x, 2, float(lam))
+        tied += np.flatnonzero(w).tolist() == [0, 10]
+    assert tied > 0
+
+
+def test_kernel_dense_truncation_near_the_subnormals() -> None:
+    # The kept magnitudes project below 2^-960: the step decides over every entry.
+    w0 = np.zeros(40)
+    w0[[0, 30]] = [1e10, 1e-300]
+    x = np.zeros(40)
+    x[10] = np.nextafter(1e-300, 0.0)
+    x[20] = 3e-301
+    w = _kernel_vs_numpy(w0, x, 2, 1.0)
+    assert 0.0 < abs(w[np.flatnonzero(w)[-1]]) < 2.0**-960
+
+
 # Few distinct values: ties in |w| are common, and so are cancellations to 0.
 VALUES = st.sampled_from([0.0, 0.5, -0.5, 1.0, -1.0, 2.0, 3.0, -0.25, 1e-3])
 
