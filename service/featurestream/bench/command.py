@@ -196,6 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
+    if args_in[:1] == ["ofs-kernel"]:
+        from featurestream.bench import ofs_kernel
+
+        return ofs_kernel.main(args_in[1:])
     scaling_cmd = args_in[:1] == ["scaling"]
     latency_cmd = args_in[:1] == ["latency"]
     parser = build_parser()

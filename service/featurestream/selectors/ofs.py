@@ -16,7 +16,6 @@ Engineering 26(3), 2014.
 
 from __future__ import annotations
 
-import math
 import operator
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
@@ -238,66 +237,31 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
     # ------------------------------------------------------------------ learning
 
     def _learn_batch(self, X: Any, y: Vector | None) -> InstanceUpdate:
+        # Imported here, not at the top: numba takes a while to import, and most
+        # users of featurestream.selectors never learn an OFS stream.
+        from featurestream.selectors import _ofs_kernel
+
         p = self.params
         s = self.state
         # docs/algorithms/ofs.md: labels in {0, 1} or {-1, +1}, 0 means -1; else an error.
         labels = binary_labels(y if y is not None else np.zeros(0))
-        m, d = X.shape
-        B = p.num_features
         before = _selected_order(s.w)
-        w = s.w.copy()  # the private copy this batch works on in place
-        # S: the sorted indices of w's non-zeros. Every sum below runs over S (or
-        # a subset of it), in index order, whether the instance came dense or
-        # sparse, so both give the same bits; a sparse instance costs
-        # O(|S| + nnz(x)) instead of O(d).
-        S = np.flatnonzero(w)
-        keep = 1.0 - p.decay
-        radius_inv = math.sqrt(p.lam)
-        partial = p.mode == "partial"
+        w = s.w.copy()  # the private copy the kernel updates in place
+        # The per-instance loop is compiled (_ofs_kernel): each update needs the
+        # previous w, so there is nothing to vectorise across instances.
         sparse = is_sparse(X)
-        if sparse:
-            indptr, indices, values = X.indptr, X.indices, X.data
-            x_at = np.zeros(d)  # a sparse instance scattered, to read it at S
-        preds = np.empty(m, dtype=np.int64)
-        mistakes = 0
-        for i in range(m):
-            yi = float(labels[i])
-            if sparse and not partial:
-                lo, hi = indptr[i], indptr[i + 1]
-                idx, vals = indices[lo:hi], values[lo:hi]
-                x_at[idx] = vals
-                f = float(np.add.reduce(w[S] * x_at[S]))
-                x_at[idx] = 0.0
-            else:
-                # OFS-P observes a random subset of a dense instance (sparse ones
-                # are expanded here, one at a time).
-                x = X[i] if not sparse else X[i].toarray()[0]
-                step = x
-                if partial:
-                    x, step = self._observe(x, w, s.instances_seen + i)
-                f = float(np.add.reduce(w[S] * x[S]))
-            pred = 1 if f >= 0.0 else -1  # sign(0) = +1 (documented in the class)
-            preds[i] = pred
-            mistakes += pred != yi
-            if p.decay:
-                w[S] *= keep
-                S = S[w[S] != 0.0]
-            if yi * f <= p.margin:
-                if sparse and not partial:
-                    w[idx] += vals * (p.eta * yi)
-                    S = _union(S, idx)
-                    S = S[w[S] != 0.0]
-                else:
-                    w += step * (p.eta * yi)
-                    S = w.nonzero()[0]
-                ws = w[S]
-                norm = math.sqrt(float(np.add.reduce(ws * ws)))
-                # min(1, 1 / (sqrt(lam) ||w~||)): shrink only when outside the ball
-                # (a zero w~ is inside it; this also avoids dividing by zero).
-                if radius_inv * norm > 1.0:
-                    w[S] = ws * (1.0 / (radius_inv * norm))
-                    S = S[w[S] != 0.0]
-                S = truncate_support(w, S, B)
+        B = p.num_features
+        if p.mode == "partial":
+            preds, mistakes = _ofs_kernel.learn_partial(
+                w, X, labels, sparse=sparse, B=B, eta=p.eta, lam=p.lam, margin=p.margin,
+                decay=p.decay, epsilon=p.epsilon, seed=p.seed, t0=s.instances_seen,
+            )  # fmt: skip
+        else:
+            preds, mistakes = _ofs_kernel.learn_full(
+                w, X, labels, sparse=sparse, B=B, eta=p.eta, lam=p.lam, margin=p.margin,
+                decay=p.decay,
+            )  # fmt: skip
+        m = X.shape[0]
         after = _selected_order(w)
         self.state = replace(
             s,
@@ -308,51 +272,10 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
         return InstanceUpdate(
             instances=m,
             instances_seen=s.instances_seen + m,
-            predictions=tuple(int(v) for v in preds),
+            predictions=tuple(preds.tolist()),
             mistakes=mistakes,
             selection_changed=not np.array_equal(before, after),
         )
-
-    def _observe(self, x: Vector, w: Vector, t: int) -> tuple[Vector, Vector]:
-        """OFS-P: the observed instance and the rescaled one used in the step.
-
-        The generator is seeded by (seed, t), t the stream's instance count
-        before this instance, so replay and any batching draw the same features.
-        """
-        p = self.params
-        d = x.shape[0]
-        B = min(p.num_features, d)
-        eps = p.epsilon
-        rng = np.random.default_rng([p.seed, t])
-        explore = rng.random() < eps
-        # Exploiting observes the features with w_i != 0: at most B (truncation).
-        idx = rng.choice(d, size=B, replace=False) if explore else np.flatnonzero(w)
-        observed = np.zeros(d)
-        observed[idx] = x[idx]
-        # Observation probability of feature i: (B/d) eps + 1[w_i != 0] (1 - eps) > 0
-        # since eps > 0 (docs/algorithms/ofs.md, "OFS-P").
-        prob = (B / d) * eps + (w[idx] != 0.0) * (1.0 - eps)
-        step = np.zeros(d)
-        step[idx] = x[idx] / prob
-        return observed, step
-
-
-def _union(a: Index, b: Index) -> Index:
-    """The sorted union of two sorted index arrays without repeats.
-
-    A stable sort of the two runs is a linear merge (numpy's timsort), an order
-    of magnitude faster than ``np.union1d`` at these sizes.
-
-    >>> _union(np.array([1, 4, 9]), np.array([2, 4, 5])).tolist()
-    [1, 2, 4, 5, 9]
-    """
-    c = np.concatenate((a, b))
-    c.sort(kind="stable")
-    first = np.empty(c.shape[0], dtype=bool)
-    if c.shape[0]:
-        first[0] = True
-        np.not_equal(c[1:], c[:-1], out=first[1:])
-    return c[first]
 
 
 def _selected_order(w: Vector) -> np.ndarray[Any, np.dtype[np.intp]]:

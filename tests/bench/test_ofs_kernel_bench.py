@@ -1,0 +1,40 @@
+"""``featurestream bench ofs-kernel``: the plain loop agrees with OFS, and the table prints."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from featurestream.bench import main, ofs_kernel
+from featurestream.selectors.ofs import OFS, OFSParams
+
+
+@pytest.mark.parametrize("B", [30, 4])
+def test_plain_loop_follows_ofs(B: int) -> None:
+    X, y = ofs_kernel.make_stream(300, 30, seed=1)
+    w, mistakes = ofs_kernel.plain_ofs(X, y, B)
+    sel = OFS.start(OFSParams(num_features=B), [f"f{i}" for i in range(30)])
+    u = sel.learn_instances(X, y)
+    assert u.mistakes == mistakes
+    # BLAS sums in another order than OFS: equal up to rounding.
+    np.testing.assert_allclose(w, sel.state.w, rtol=1e-12, atol=1e-14)
+
+
+def test_run_times_both_implementations() -> None:
+    timings = ofs_kernel.run(n=200, dims=[30], budgets=(None, 5), repeat=2)
+    assert [(t.implementation, t.num_features) for t in timings] == [
+        ("ofs in process", 30),
+        ("plain numpy loop", 30),
+        ("ofs in process", 5),
+        ("plain numpy loop", 5),
+    ]
+    assert all(len(t.times) == 2 for t in timings)
+    assert timings[0].mistakes == timings[1].mistakes
+    assert "x OFS" in ofs_kernel.table(timings, 200)
+
+
+def test_bench_ofs_kernel_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["ofs-kernel", "--instances", "50", "--dim", "20", "--budget", "3", "--repeat", "1"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "plain numpy loop" in out and "ofs in process" in out

@@ -1,0 +1,295 @@
+"""The compiled OFS kernel against the numpy implementation it replaced.
+
+``_numpy_learn`` is OFS's previous per-instance loop (numpy calls per
+instance, sums by ``np.add.reduce`` over the support). The kernel must give
+the same predictions, mistakes and weights bit for bit, dense and sparse, with
+and without truncation, in both modes and for the decay and margin variants.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from featurestream.selectors import _ofs_kernel
+from featurestream.selectors.checks import binary_labels
+from featurestream.selectors.ofs import OFS, OFSParams, truncate_support
+
+
+def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    c = np.concatenate((a, b))
+    c.sort(kind="stable")
+    first = np.empty(c.shape[0], dtype=bool)
+    if c.shape[0]:
+        first[0] = True
+        np.not_equal(c[1:], c[:-1], out=first[1:])
+    return c[first]
+
+
+def _observe(p: OFSParams, x: np.ndarray, w: np.ndarray, t: int) -> tuple[np.ndarray, ...]:
+    d = x.shape[0]
+    B = min(int(p.num_features or 0), d)
+    eps = p.epsilon
+    rng = np.random.default_rng([p.seed, t])
+    explore = rng.random() < eps
+    idx = rng.choice(d, size=B, replace=False) if explore else np.flatnonzero(w)
+    observed = np.zeros(d)
+    observed[idx] = x[idx]
+    prob = (B / d) * eps + (w[idx] != 0.0) * (1.0 - eps)
+    step = np.zeros(d)
+    step[idx] = x[idx] / prob
+    return observed, step
+
+
+def _numpy_learn(
+    p: OFSParams, w: np.ndarray, X: Any, y: np.ndarray, t0: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """OFS's previous numpy loop: (w after, predictions, mistakes)."""
+    labels = binary_labels(y)
+    m, d = X.shape
+    B = int(p.num_features or 0)
+    w = w.copy()
+    S = np.flatnonzero(w)
+    keep = 1.0 - p.decay
+    radius_inv = math.sqrt(p.lam)
+    partial = p.mode == "partial"
+    sparse = sp.issparse(X)
+    if sparse:
+        indptr, indices, values = X.indptr, X.indices, X.data
+        x_at = np.zeros(d)
+    preds = np.empty(m, dtype=np.int64)
+    mistakes = 0
+    for i in range(m):
+        yi = float(labels[i])
+        if sparse and not partial:
+            lo, hi = indptr[i], indptr[i + 1]
+            idx, vals = indices[lo:hi], values[lo:hi]
+            x_at[idx] = vals
+            f = float(np.add.reduce(w[S] * x_at[S]))
+            x_at[idx] = 0.0
+        else:
+            x = X[i] if not sparse else X[i].toarray()[0]
+            step = x
+            if partial:
+                x, step = _observe(p, x, w, t0 + i)
+            f = float(np.add.reduce(w[S] * x[S]))
+        pred = 1 if f >= 0.0 else -1
+        preds[i] = pred
+        mistakes += pred != yi
+        if p.decay:
+            w[S] *= keep
+            S = S[w[S] != 0.0]
+        if yi * f <= p.margin:
+            if sparse and not partial:
+                w[idx] += vals * (p.eta * yi)
+                S = _union(S, idx)
+                S = S[w[S] != 0.0]
+            else:
+                w += step * (p.eta * yi)
+                S = w.nonzero()[0]
+            ws = w[S]
+            norm = math.sqrt(float(np.add.reduce(ws * ws)))
+            if radius_inv * norm > 1.0:
+                w[S] = ws * (1.0 / (radius_inv * norm))
+                S = S[w[S] != 0.0]
+            S = truncate_support(w, S, B)
+    return w, preds, mistakes
+
+
+def _check(params: dict[str, Any], X: np.ndarray, y: np.ndarray, frames: int = 1) -> OFS:
+    """Learn X in ``frames`` frames, dense and sparse; assert both equal the numpy loop."""
+    p = OFSParams.from_mapping(params)
+    m, d = X.shape
+    names = [f"x{i}" for i in range(d)]
+    dense = OFS.start(p, names)
+    sparse = OFS.start(p, names)
+    w_ref = np.zeros(d)
+    bounds = np.linspace(0, m, frames + 1).astype(int)
+    for a, b in itertools.pairwise(bounds.tolist()):
+        Xf, yf = X[a:b], y[a:b]
+        w_ref, preds, mistakes = _numpy_learn(p, w_ref, Xf, yf, a)
+        for sel, Xin in ((dense, Xf), (sparse, sp.csr_matrix(Xf))):
+            u = sel.learn_instances(Xin, yf)
+            assert u.predictions == tuple(preds.tolist())
+            assert u.mistakes == mistakes
+            # Bit for bit, except that the kernel stores a weight that underflows
+            # to 0 as +0.0 where the numpy loop could leave -0.0 (+ 0.0 maps -0.0
+            # to +0.0 and leaves every other value alone).
+            assert sel.state.w.tobytes() == (w_ref + 0.0).tobytes()
+            assert not np.signbit(sel.state.w[sel.state.w == 0.0]).any()
+    return dense
+
+
+def _stream(rng: np.random.Generator, m: int, d: int, density: float) -> tuple[np.ndarray, ...]:
+    X = rng.normal(size=(m, d)) * rng.choice([0.01, 1.0, 100.0], size=d)
+    X = np.where(rng.random((m, d)) < density, X, 0.0)
+    y = (X[:, : max(1, d // 10)].sum(axis=1) + 0.3 * rng.normal(size=m) > 0).astype(float)
+    return X, y
+
+
+VARIANTS = [
+    {},
+    {"margin": 0.0, "decay": 0.002},
+    {"decay": 0.05, "lam": 1.0},
+    {"eta": 1.0, "lam": 100.0},
+]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("mode", ["full", "partial"])
+@pytest.mark.parametrize(("d", "B"), [(300, 300), (300, 10), (300, 100), (40, 7)])
+@pytest.mark.parametrize("density", [1.0, 0.05])
+def test_kernel_matches_numpy_loop(
+    variant: dict[str, Any], mode: str, d: int, B: int, density: float
+) -> None:
+    rng = np.random.default_rng(d + B + int(100 * density))
+    X, y = _stream(rng, 150, d, density)
+    params = {"num_features": B, "mode": mode, "epsilon": 0.3, "seed": 4, **variant}
+    sel = _check(params, X, y, frames=3)
+    assert 0 < np.count_nonzero(sel.state.w) <= B
+
+
+def test_kernel_partial_draws_chunked_batch_matches(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A batch larger than one chunk of draws: chunking must not change anything.
+    monkeypatch.setattr(_ofs_kernel, "_DRAW_ELEMENTS", 16)
+    rng = np.random.default_rng(3)
+    X, y = _stream(rng, 60, 30, 0.5)
+    _check({"num_features": 5, "mode": "partial", "epsilon": 0.5, "seed": 2}, X, y)
+
+
+def test_kernel_keeps_ties_by_lower_index_after_rounding() -> None:
+    # Equal magnitudes everywhere: every truncation is decided by the tie rule.
+    X = np.tile([[1.0, -1.0, 1.0, -1.0, 1.0, 1.0, -1.0, 1.0]], (6, 1))
+    X[1::2] *= -1.0
+    y = np.array([1.0, 0.0, 1.0, 0.0, 1.0, 0.0])
+    sel = _check({"num_features": 3, "eta": 0.3, "lam": 1.0}, X, y)
+    assert np.flatnonzero(sel.state.w).tolist() == [0, 1, 2]
+
+
+def _kernel_vs_numpy(w0: np.ndarray, x: np.ndarray, B: int, lam: float) -> np.ndarray:
+    """One step of the dense kernel from w0 on x (label +1, eta 1), checked bit for bit."""
+    p = OFSParams.from_mapping({"num_features": B, "eta": 1.0, "lam": lam})
+    X = x[None, :]
+    w_ref, _, _ = _numpy_learn(p, w0, X, np.ones(1), 0)
+    w = w0.copy()
+    _ofs_kernel.learn_full(
+        w, X, np.ones(1), sparse=False, B=B, eta=1.0, lam=lam, margin=1.0, decay=0.0
+    )
+    assert w.tobytes() == (w_ref + 0.0).tobytes()
+    return w
+
+
+def test_kernel_dense_truncation_sees_ties_the_projection_makes() -> None:
+    # |w~| at index 10 is one step below the B-th largest, 1.5 at index 30, but
+    # the projection can round both to one value: the tie goes to index 10.
+    below = np.nextafter(1.5, 0.0)
+    w0 = np.zeros(40)
+    w0[[0, 30]] = [5.0, 1.5]
+    x = np.zeros(40)
+    x[10] = below
+    tied = 0
+    for lam in np.linspace(1.0, 2.0, 41):
+        w = _kernel_vs_numpy(w0, x, 2, float(lam))
+        tied += np.flatnonzero(w).tolist() == [0, 10]
+    assert tied > 0
+
+
+def test_kernel_dense_truncation_near_the_subnormals() -> None:
+    # The kept magnitudes project below 2^-960: the step decides over every entry.
+    w0 = np.zeros(40)
+    w0[[0, 30]] = [1e10, 1e-300]
+    x = np.zeros(40)
+    x[10] = np.nextafter(1e-300, 0.0)
+    x[20] = 3e-301
+    w = _kernel_vs_numpy(w0, x, 2, 1.0)
+    assert 0.0 < abs(w[np.flatnonzero(w)[-1]]) < 2.0**-960
+
+
+# Few distinct values: ties in |w| are common, and so are cancellations to 0.
+VALUES = st.sampled_from([0.0, 0.5, -0.5, 1.0, -1.0, 2.0, 3.0, -0.25, 1e-3])
+
+
+@given(
+    d=st.integers(1, 40),
+    m=st.integers(1, 30),
+    data=st.data(),
+)
+def test_kernel_matches_numpy_loop_on_small_streams(d: int, m: int, data: st.DataObject) -> None:
+    X = data.draw(arrays(np.float64, (m, d), elements=VALUES))
+    y = np.array(data.draw(st.lists(st.sampled_from([0.0, 1.0]), min_size=m, max_size=m)))
+    params = {
+        "num_features": data.draw(st.integers(1, d + 1)),
+        "eta": data.draw(st.sampled_from([0.2, 0.5, 1.0])),
+        "lam": data.draw(st.sampled_from([0.01, 1.0, 4.0])),
+        "margin": data.draw(st.sampled_from([0.0, 1.0])),
+        "decay": data.draw(st.sampled_from([0.0, 0.01])),
+        "mode": data.draw(st.sampled_from(["full", "partial"])),
+        "epsilon": data.draw(st.sampled_from([0.2, 1.0])),
+        "seed": data.draw(st.integers(0, 3)),
+    }
+    _check(params, X, y, frames=data.draw(st.integers(1, 3)))
+
+
+# --------------------------------------------------------------------------- building blocks
+
+
+def test_sum_is_numpy_pairwise_summation() -> None:
+    # Lengths around numpy's block of 128 and its splits at multiples of 8.
+    rng = np.random.default_rng(0)
+    for n in [*range(300), 1000, 1031, 4096, 10_007, 100_000]:
+        a = rng.normal(size=n) * np.exp(rng.uniform(-30, 30, size=n))
+        assert _ofs_kernel._sum(a, n) == np.add.reduce(a), n
+
+
+@given(
+    a=arrays(np.float64, st.integers(1, 60), elements=st.sampled_from([0.0, 1.0, 2.0, 3.0])),
+    data=st.data(),
+)
+def test_select_finds_the_kth_smallest(a: np.ndarray, data: st.DataObject) -> None:
+    k = data.draw(st.integers(0, a.shape[0] - 1))
+    assert _ofs_kernel._select(a.copy(), a.shape[0], k) == np.sort(a)[k]
+
+
+def test_shape_mismatch_is_refused_before_the_kernel() -> None:
+    with pytest.raises(ValueError, match="X must be"):
+        _ofs_kernel.learn_full(
+            np.zeros(3), np.zeros((2, 4)), np.ones(2),
+            sparse=False, B=1, eta=0.2, lam=0.01, margin=1.0, decay=0.0,
+        )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- packaging
+
+
+def test_selectors_import_without_numba() -> None:
+    # numba is imported on OFS's first batch, not with the package.
+    code = "import sys, featurestream.selectors; print('numba' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_jit_compiles_without_a_writable_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A read-only install with no writable cache directory: numba refuses cache=True
+    # (RuntimeError, no locator); the kernels must still compile, just uncached.
+    import numba.core.caching
+
+    def unwritable(self: object) -> None:
+        raise PermissionError("read-only")
+
+    monkeypatch.setattr(numba.core.caching._CacheLocator, "ensure_cache_path", unwritable)
+
+    def twice(a: np.ndarray) -> np.ndarray:
+        return a * 2.0
+
+    compiled = _ofs_kernel._jit(twice)
+    assert compiled(np.arange(3.0)).tolist() == [0.0, 2.0, 4.0]
