@@ -70,6 +70,9 @@ class _Base(Generic[HttpT, TransportT]):
         self._headers = {"Accept": "application/json, application/problem+json"}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
+        # The algorithms, read once: whether a stream's algorithm is supervised
+        # decides how stream_instances sends instances without labels.
+        self._catalogue = _core.Catalogue()
         self._owns_http = http_client is None
         self._http: HttpT = http_client or self._open_http(transport)
 
@@ -250,6 +253,7 @@ class _StreamBase(Generic[ClientT]):
             on_error=on_error,
             on_selected=on_selected,
             binary=binary,
+            catalogue=self.client._catalogue,
             retry=self.client.retry,
             recv_timeout=self.client._recv_timeout,
         )

@@ -120,6 +120,31 @@ def algorithms_op() -> Op[list[Algorithm]]:
     return [Algorithm.from_json(a) for a in reply.json()["algorithms"]]
 
 
+@dataclass
+class Catalogue:
+    """The server's algorithms as a client last read them.
+
+    A client reads the catalogue once (a stream's algorithm never changes) and
+    again only when asked for an algorithm it did not list.
+    """
+
+    by_name: dict[str, Algorithm] | None = None
+
+    def load_op(self) -> Op[list[Algorithm]]:
+        """Read the catalogue from the server, and keep it."""
+        listed = yield from algorithms_op()
+        self.by_name = {a.name: a for a in listed}
+        return listed
+
+    def supervised_op(self, algorithm: str) -> Op[bool]:
+        """Whether streams of ``algorithm`` learn from labels (True if the server does not say)."""
+        if self.by_name is None or algorithm not in self.by_name:
+            yield from self.load_op()
+        assert self.by_name is not None
+        entry = self.by_name.get(algorithm)
+        return True if entry is None else entry.supervised
+
+
 def list_streams_op() -> Op[list[StreamInfo]]:
     reply = yield Call("GET", "/v1/streams")
     return [StreamInfo.from_json(s) for s in reply.json()["streams"]]
@@ -437,6 +462,7 @@ def parse_problem(status: int, content: bytes) -> dict[str, Any]:
 __all__ = [
     "PROBE_SEQ",
     "Call",
+    "Catalogue",
     "Chunking",
     "Op",
     "Producer",

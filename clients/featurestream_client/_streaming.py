@@ -43,17 +43,35 @@ def stream_instances_op(
     on_error: ws.OnError,
     on_selected: Callable[[Selection], None] | None,
     binary: bool,
+    catalogue: _core.Catalogue,
     retry: RetryPolicy,
     recv_timeout: float | None,
 ) -> Flow[InstancesResult]:
-    """``Stream.stream_instances``: number the frames, feed them, account for each one."""
+    """``Stream.stream_instances``: number the frames, feed them, account for each one.
+
+    The stream's algorithm decides how frames without labels travel: as .npy
+    to an unsupervised stream, as JSON to a supervised one (which refuses them,
+    saying labels are missing, where a .npy frame's last column would be taken
+    for labels).
+    """
     core._check_kind("instances")
+    supervised = True
+    if binary:
+        info = yield from core.info_op()
+        core._check_kind("instances")
+        supervised = yield from catalogue.supervised_op(info.algorithm)
     if core.producer.next_seq is None:
         yield from core.resync_op()
     first = core.producer.next_seq
     assert first is not None
     feed = ws.InstanceFeed(
-        _data.iter_frames(data, y, batch_size), first, window, on_error, on_selected, binary
+        _data.iter_frames(data, y, batch_size),
+        first,
+        window,
+        on_error,
+        on_selected,
+        binary,
+        supervised=supervised,
     )
     try:
         yield from _feed_op(core, feed, retry, recv_timeout)

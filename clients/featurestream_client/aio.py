@@ -132,7 +132,7 @@ class AsyncClient(_Base[httpx.AsyncClient, httpx.AsyncBaseTransport]):
         return await self._run(probe_op("/readyz"))
 
     async def algorithms(self) -> list[Algorithm]:
-        return await self._run(_core.algorithms_op())
+        return await self._run(self._catalogue.load_op())
 
     async def streams(self) -> list[StreamInfo]:
         return await self._run(_core.list_streams_op())

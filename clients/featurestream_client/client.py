@@ -166,7 +166,7 @@ class Client(_Base[httpx.Client, httpx.BaseTransport]):
 
     def algorithms(self) -> list[Algorithm]:
         """The algorithms the server hosts, with their parameter schemas and defaults."""
-        return self._run(_core.algorithms_op())
+        return self._run(self._catalogue.load_op())
 
     def streams(self) -> list[StreamInfo]:
         """Every stream on the server."""
@@ -335,8 +335,10 @@ class Stream(_StreamBase[Client]):
         on_selected : callable, optional
             Called with each selection change the server announces.
         binary : bool
-            Send labelled frames as binary .npy (labels in the last column)
-            rather than JSON; frames without labels are always JSON.
+            Send frames as binary .npy (labels in the last column) rather than
+            JSON. Frames without labels travel as .npy to a stream whose
+            algorithm is unsupervised, and as JSON to a supervised one (which
+            refuses them: labels are missing).
         """
         return self.client._run(
             self._stream_instances_op(data, y, batch_size, window, on_error, on_selected, binary)

@@ -65,6 +65,8 @@ class Algorithm:
     params_schema: dict[str, Any]
     defaults: dict[str, Any]
     supports_groups: bool = False
+    #: Whether its streams learn from labels (a server that does not say: True).
+    supervised: bool = True
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Algorithm:
@@ -76,6 +78,7 @@ class Algorithm:
             params_schema=dict(d.get("params_schema") or {}),
             defaults=dict(d.get("defaults") or {}),
             supports_groups=bool(d.get("supports_groups", False)),
+            supervised=bool(d.get("supervised", True)),
         )
 
 

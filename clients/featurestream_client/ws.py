@@ -99,11 +99,12 @@ class InstanceFeed:
         Called with each :class:`Selection` the server announces.
     binary : bool
         Send batches as binary .npy frames (labels in the last column), much
-        cheaper to encode and decode than JSON. A binary frame's last column
-        is taken for labels by a supervised selector, so the first batch
-        without labels travels as JSON, alone: a supervised stream refuses it
-        (labels missing), an unsupervised one acknowledges it, and only then
-        do the batches without labels that follow travel as binary .npy too.
+        cheaper to encode and decode than JSON.
+    supervised : bool
+        Whether the stream's algorithm learns from labels. A supervised
+        selector takes a binary frame's last column for labels, so batches
+        without labels travel to it as JSON (which it refuses: labels are
+        missing); to an unsupervised one they travel as .npy too.
     """
 
     def __init__(
@@ -114,6 +115,8 @@ class InstanceFeed:
         on_error: OnError = "raise",
         on_selected: Callable[[Selection], None] | None = None,
         binary: bool = True,
+        *,
+        supervised: bool = True,
     ) -> None:
         if window < 1:
             raise ValueError(f"window must be >= 1; got {window}.")
@@ -121,6 +124,7 @@ class InstanceFeed:
             raise ValueError(f"on_error must be 'raise' or 'skip'; got {on_error!r}.")
         self._batches = batches
         self.binary = binary
+        self.supervised = supervised
         self.next_seq = first_seq
         self.window = window
         self.on_error = on_error
@@ -134,10 +138,6 @@ class InstanceFeed:
         self.version: int | None = None
         self.instances_seen: int | None = None
         self.selection: Selection | None = None
-        # Whether frames without labels may travel as .npy: None until the stream
-        # answers the first such frame (sent as JSON, the probe, alone).
-        self.unlabelled_binary: bool | None = None
-        self._probe: int | None = None
 
     @property
     def done(self) -> bool:
@@ -147,16 +147,12 @@ class InstanceFeed:
         """New frames that may be sent now (the window permitting)."""
         out: list[Frame] = []
         while not self.exhausted and self.failure is None and len(self.pending) < self.window:
-            if self._probe is not None:
-                break  # the stream's answer to the probe decides how the next frames travel
             try:
                 X, labels = next(self._batches)
             except StopIteration:
                 self.exhausted = True
                 break
             frame = Frame(self.next_seq, self._encode(X, labels))
-            if labels is None and isinstance(frame.data, str) and self.binary:
-                self._probe = frame.seq
             self.pending[frame.seq] = frame
             self.next_seq += 1
             out.append(frame)
@@ -169,7 +165,7 @@ class InstanceFeed:
             return instances_bytes(X, labels)[0]
         if labels is not None and self.binary:
             return npy_bytes(np.column_stack([X, labels]))
-        if labels is None and self.binary and self.unlabelled_binary:
+        if labels is None and self.binary and not self.supervised:
             return npy_bytes(X)
         body: dict[str, Any] = {"seq": self.next_seq, "X": X.tolist()}
         if labels is not None:
@@ -205,8 +201,6 @@ class InstanceFeed:
                 raise error  # about the connection, not one frame
             # A refused frame uses up its seq and changes nothing.
             del self.pending[int(seq)]
-            if int(seq) == self._probe:
-                self._probe, self.unlabelled_binary = None, False
             self.errors.append(error)
             if self.on_error == "raise" and self.failure is None:
                 self.failure = error
@@ -214,8 +208,6 @@ class InstanceFeed:
         if "ack" in msg:
             seq = int(msg["ack"])
             self.pending.pop(seq, None)  # an ack repeated after a resume is harmless
-            if seq == self._probe:
-                self._probe, self.unlabelled_binary = None, True
             self.acked.append(seq)
             if "version" in msg:
                 self.version = int(msg["version"])

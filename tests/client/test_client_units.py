@@ -176,27 +176,51 @@ def test_the_window_bounds_unanswered_frames_and_resumes_from_the_first() -> Non
     assert json.loads(feed.take()[0].data) == {"seq": 13, "X": [[3.0]], "y": [1.0]}
 
 
-def test_labelled_frames_are_binary_unlabelled_ones_json() -> None:
+def test_labelled_frames_are_binary_unlabelled_ones_as_the_algorithm_says() -> None:
     X = np.arange(6.0).reshape(3, 2)
     labelled = ws.InstanceFeed(iter([(X, np.array([1.0, -1.0, 1.0]))]), first_seq=1)
     frame = labelled.take()[0].data
     assert isinstance(frame, bytes)
     np.testing.assert_array_equal(np.load(io.BytesIO(frame)), np.column_stack([X, [1, -1, 1]]))
-    # The first unlabelled frame is JSON, alone: it asks the stream whether it takes them.
-    unlabelled = ws.InstanceFeed(iter([(X, None)] * 3), first_seq=4)
-    assert [json.loads(f.data) for f in unlabelled.take()] == [{"seq": 4, "X": X.tolist()}]
-    assert unlabelled.take() == []
-    unlabelled.receive(json.dumps({"ack": 4, "version": 1, "instances_seen": 3}))
+    # To an unsupervised stream every unlabelled frame is .npy, the first one too,
+    # and the window fills at once: nothing waits for an answer.
+    unlabelled = ws.InstanceFeed(iter([(X, None)] * 3), first_seq=4, supervised=False)
     frames = unlabelled.take()
-    assert [f.seq for f in frames] == [5, 6] and unlabelled.unlabelled_binary is True
-    np.testing.assert_array_equal(np.load(io.BytesIO(frames[0].data)), X)  # type: ignore[arg-type]
-    # A supervised stream refuses it: the others stay JSON.
-    refused = ws.InstanceFeed(iter([(X, None)] * 2), first_seq=1, on_error="skip")
-    refused.take()
+    assert [f.seq for f in frames] == [4, 5, 6]
+    assert all(isinstance(f.data, bytes) for f in frames)
+    for f in frames:
+        np.testing.assert_array_equal(np.load(io.BytesIO(f.data)), X)  # type: ignore[arg-type]
+    # To a supervised stream they stay JSON (it refuses them: labels are missing),
+    # a refusal changes nothing about the next ones.
+    refused = ws.InstanceFeed(iter([(X, None)] * 3), first_seq=1, on_error="skip")
+    first = refused.take()
+    assert [json.loads(f.data) for f in first] == [{"seq": i, "X": X.tolist()} for i in (1, 2, 3)]
     problem = {"status": 422, "detail": "ofs needs labels y for every instance."}
     refused.receive(json.dumps({"type": "error", "error": problem, "seq": 1}))
-    assert refused.unlabelled_binary is False
-    assert json.loads(refused.take()[0].data) == {"seq": 2, "X": X.tolist()}
+    assert len(refused.errors) == 1 and [f.seq for f in refused.unanswered()] == [2, 3]
+    # binary=False sends every frame as JSON, whatever the algorithm.
+    plain = ws.InstanceFeed(iter([(X, None)]), first_seq=1, binary=False, supervised=False)
+    assert json.loads(plain.take()[0].data) == {"seq": 1, "X": X.tolist()}
+
+
+def test_the_catalogue_is_read_once_and_supervised_unless_it_says_otherwise() -> None:
+    listed = {
+        "algorithms": [
+            {"name": "fsds", "kind": "instances", "supervised": False},
+            {"name": "ofs", "kind": "instances", "supervised": True},
+            {"name": "legacy", "kind": "instances"},  # a server older than the field
+        ]
+    }
+    catalogue = _core.Catalogue()
+    flag, calls = run(catalogue.supervised_op("fsds"), lambda call: ok(listed))
+    assert flag is False and [(c.method, c.path) for c in calls] == [("GET", "/v1/algorithms")]
+    for name, expected in (("fsds", False), ("ofs", True), ("legacy", True)):
+        flag, calls = run(catalogue.supervised_op(name), lambda call: ok(listed))
+        assert flag is expected and calls == []
+    # An algorithm the cached catalogue does not list: read it again, once.
+    flag, calls = run(catalogue.supervised_op("newer"), lambda call: ok(listed))
+    assert flag is True and len(calls) == 1
+    assert fc.Algorithm.from_json({"name": "x", "kind": "features"}).supervised is True
 
 
 def test_a_refused_frame_stops_new_frames_when_raising() -> None:

@@ -293,12 +293,31 @@ def test_unsupervised_frames_travel_binary_without_compression(
     want = ref.stream_instances(X, batch_size=200, binary=False)
     assert got.instances_seen == 2000 and got.seqs == tuple(range(1, 11))
     assert got.selected == want.selected
-    # The first unlabelled frame asks the stream (JSON); every later one is .npy.
-    assert isinstance(sent[0], str)
-    assert len(sent) >= 10 and all(isinstance(f, bytes) for f in sent[1:10])
-    assert np.load(io.BytesIO(sent[1])).shape == (200, 100)
+    # All FSDS frames are binary .npy, the first one too.
+    binary_run = sent[:10]
+    assert len(binary_run) == 10 and all(isinstance(f, bytes) for f in binary_run)
+    assert all(np.load(io.BytesIO(f)).shape == (200, 100) for f in binary_run)
     # The SDK offers no permessage-deflate, so none is negotiated.
     assert opened and all(conn.protocol.extensions == [] for conn in opened)  # type: ignore[attr-defined]
+
+
+@needs_ws
+def test_handles_read_the_stream_and_the_client_reads_the_catalogue_once(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    params = support.expected()["instance_streams"]["fsds"]["params"]
+    created = client.create_stream("fsds", feature_names=FEATURES, params=params)
+    sent, _ = _recording(client, monkeypatch)
+    paths: list[str] = []
+    client._http.event_hooks["request"].append(lambda request: paths.append(request.url.path))
+    for seen in (400, 800):
+        handle = client.stream(created.id)
+        assert handle.info is None
+        assert handle.stream_instances(X[:400], batch_size=200).instances_seen == seen
+        assert handle.info is not None and handle.info.algorithm == "fsds"
+    assert len(sent) == 4 and all(isinstance(f, bytes) for f in sent)
+    assert paths.count("/v1/algorithms") == 1
+    assert paths.count(f"/v1/streams/{created.id}") == 2
 
 
 @needs_ws

@@ -127,3 +127,14 @@ def test_service_decides_like_the_selector_in_process(client: TestClient, algori
     assert {k: status[k] for k in local.status()} == local.status()
     algos = {a["name"] for a in client.get("/v1/algorithms").json()["algorithms"]}
     assert algorithm in algos
+
+
+def test_catalogue_says_which_algorithms_are_supervised(client: TestClient) -> None:
+    listed = {a["name"]: a for a in client.get("/v1/algorithms").json()["algorithms"]}
+    assert set(listed) == set(REGISTRY)
+    for name, cls in REGISTRY.items():
+        expected = True if issubclass(cls, FeatureSelector) else cls.supervised
+        assert listed[name]["supervised"] is expected, name
+    flags = {name: a["supervised"] for name, a in listed.items() if a["kind"] == "instances"}
+    assert flags == {"ofs": True, "fires": True, "fsds": False, "nrfs": False}
+    assert all(a["supervised"] for a in listed.values() if a["kind"] == "features")

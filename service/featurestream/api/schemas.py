@@ -48,6 +48,15 @@ class StreamsPublic(BaseModel):
 
 
 class AlgorithmPublic(BaseModel):
+    """One algorithm a stream can be created with.
+
+    ``supervised`` says whether its streams learn from labels: true for every
+    feature-stream algorithm (the target given at creation) and for the
+    instance-stream algorithms whose instances carry a label in the last column
+    (``ofs``, ``fires``); false for ``fsds`` and ``nrfs``, whose instances are rows
+    of features only.
+    """
+
     name: str
     kind: Literal["features", "instances"]
     title: str
@@ -55,6 +64,7 @@ class AlgorithmPublic(BaseModel):
     params_schema: dict[str, Any]
     defaults: dict[str, Any]
     supports_groups: bool
+    supervised: bool
 
 
 class AlgorithmsPublic(BaseModel):

@@ -31,14 +31,22 @@ def algorithms() -> list[AlgorithmInfo]:
                 params_schema=ptype.json_schema(),
                 defaults=defaults,
                 supports_groups=bool(getattr(cls, "uses_groups", False)),
+                supervised=supervised(name),
             )
         )
     return out
 
 
 def supervised(algorithm: str) -> bool:
-    """Whether instances of the algorithm's streams carry labels (the last column)."""
-    return bool(getattr(REGISTRY.get(algorithm), "supervised", True))
+    """Whether the algorithm's streams learn from labels.
+
+    Instance streams of a supervised algorithm carry labels (the last column);
+    feature streams always do, as the target given at creation.
+    """
+    cls = REGISTRY.get(algorithm)
+    if cls is None or cls.kind == "features":
+        return True
+    return bool(getattr(cls, "supervised", True))
 
 
 def check_names(names: Sequence[str], *, field: str, max_length: int) -> None:

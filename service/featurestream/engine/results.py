@@ -72,6 +72,7 @@ class AlgorithmInfo:
     params_schema: Mapping[str, Any]
     defaults: Mapping[str, Any]
     supports_groups: bool
+    supervised: bool
 
 
 @dataclass(frozen=True, slots=True)

@@ -253,6 +253,7 @@ def algorithm(a: AlgorithmInfo) -> Document:
         "params_schema": a.params_schema,
         "defaults": a.defaults,
         "supports_groups": a.supports_groups,
+        "supervised": a.supervised,
     }
 
 
