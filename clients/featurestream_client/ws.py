@@ -104,7 +104,8 @@ class InstanceFeed:
         Whether the stream's algorithm learns from labels. A supervised
         selector takes a binary frame's last column for labels, so batches
         without labels travel to it as JSON (which it refuses: labels are
-        missing); to an unsupervised one they travel as .npy too.
+        missing); to an unsupervised one they travel as .npy too, and labels
+        given for it are left out of its frames (it ignores them).
     """
 
     def __init__(
@@ -161,6 +162,10 @@ class InstanceFeed:
     def _encode(
         self, X: npt.NDArray[np.float64], labels: npt.NDArray[np.float64] | None
     ) -> str | bytes:
+        if not self.supervised:
+            # An unsupervised selector ignores labels, and it reads a binary frame's
+            # every column as a feature: labels must not travel in one.
+            labels = None
         if hasattr(X, "nnz"):  # sparse rows always travel as an .npz frame
             return instances_bytes(X, labels)[0]
         if labels is not None and self.binary:

@@ -302,6 +302,24 @@ def test_unsupervised_frames_travel_binary_without_compression(
 
 
 @needs_ws
+def test_labels_given_for_an_unsupervised_stream_stay_out_of_its_binary_frames(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: labelled batches went as .npy with the labels as a last column,
+    # which an unsupervised stream reads as one more feature and refuses.
+    params = support.expected()["instance_streams"]["fsds"]["params"]
+    sent, _ = _recording(client, monkeypatch)
+    s = client.create_stream("fsds", feature_names=FEATURES, params=params)
+    labels = (np.arange(X.shape[0]) % 2).astype(np.float64)
+    got = s.stream_instances(X, y=labels, batch_size=200)
+    ref = client.create_stream("fsds", feature_names=FEATURES, params=params)
+    want = ref.stream_instances(X, batch_size=200, binary=False)
+    assert got.errors == () and got.instances_seen == 2000
+    assert got.selected == want.selected
+    assert all(np.load(io.BytesIO(f)).shape == (200, 100) for f in sent[:10])
+
+
+@needs_ws
 def test_handles_read_the_stream_and_the_client_reads_the_catalogue_once(
     client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
