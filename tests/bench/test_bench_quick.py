@@ -12,6 +12,7 @@ import pytest
 
 from featurestream.bench import main
 from featurestream.bench.datasets import FEATURE_SPECS, INSTANCE_SPECS
+from featurestream.bench.suite import ONLY_ON
 from featurestream.selectors import REGISTRY
 from featurestream.selectors.base import FeatureSelector
 
@@ -30,7 +31,7 @@ def test_quick_runs_every_selector_on_every_dataset_of_its_kind(quick_results: d
     runs = {(r["dataset"], r["algorithm"], r["mode"]) for r in quick_results["results"]}
     for name, cls in REGISTRY.items():
         sets = FEATURE_SPECS if issubclass(cls, FeatureSelector) else INSTANCE_SPECS
-        for dataset in sets:
+        for dataset in ONLY_ON.get(name, tuple(sets)):
             assert (dataset, name, "in-process") in runs
             assert (dataset, name, "service") in runs
     assert all(r["error"] is None for r in quick_results["results"])
@@ -66,3 +67,6 @@ def test_results_carry_recall_and_server_measurements(quick_results: dict) -> No
     # The planted features are strong: SAOLA finds nearly all of them on every quick set.
     saola = [r for r in quick_results["results"] if r["algorithm"] == "saola"]
     assert saola and all(r["recall"] >= 0.8 for r in saola)
+    # And FIRES on both instance sets: the planted features decide the label.
+    fires = [r for r in quick_results["results"] if r["algorithm"] == "fires"]
+    assert len(fires) == 4 and all(r["recall"] >= 0.8 for r in fires)

@@ -44,8 +44,9 @@ ratio, the selected count, the planted recall, and whether both selections are
 identical.
 
 Scaling (`featurestream bench scaling` or --scaling): cost per column against
-n and |S| (SAOLA, OSFS, Fast-OSFS, Alpha-investing, Grafting) and per instance
-against d (OFS, FSDS), in process; plots to --plot when matplotlib is
+n and |S| (SAOLA, OSFS, Fast-OSFS, Alpha-investing, Grafting), per instance
+against d (OFS, FSDS, FIRES), and the time of one NRFS computation against
+its window n and against m, in process; plots to --plot when matplotlib is
 installed.
 
 Latency (`featurestream bench latency`): GET /selected at --rate requests per
@@ -302,7 +303,10 @@ def _main_scaling(args: argparse.Namespace) -> int:
     grid = scaling.Grid.quick() if args.quick else scaling.Grid.full()
     feature = [a for a in scaling.FEATURE_ALGORITHMS if _wanted(args.algorithm, a)]
     instance = [a for a in scaling.INSTANCE_ALGORITHMS if _wanted(args.algorithm, a)]
-    points = scaling.run_scaling(grid, feature, instance, log=sys.stderr)
+    windowed = [a for a in scaling.WINDOW_ALGORITHMS if _wanted(args.algorithm, a)]
+    points = scaling.run_scaling(
+        grid, feature, instance, log=sys.stderr, window_algorithms=windowed
+    )
     print(scaling.table(points))
     if scaling.plot(points, Path(args.plot)):
         print(f"plot written to {args.plot}")

@@ -55,6 +55,10 @@ def window_for(frames_per_second: float | None) -> int:
 
 # Dense feature sets are sent as .npy chunks of at most this many bytes.
 DENSE_CHUNK_BYTES = 32 << 20
+# NRFS in the suite: instances in its window, and most recomputations after the first
+# (one computation on a full window of d = 1,000 takes about 20 s on one core).
+NRFS_WINDOW = 1_000
+NRFS_COMPUTATIONS = 4
 
 
 @dataclass
@@ -139,9 +143,33 @@ class Deadline:
 
 
 def default_params(algorithm: str, data: FeatureData | InstanceData) -> dict[str, Any]:
-    """Parameters a run uses unless told otherwise (the algorithm's own defaults mostly)."""
+    """Parameters a run uses unless told otherwise (the algorithm's own defaults mostly).
+
+    Instance selectors keep twice as many features as there are planted ones.
+    FIRES standardises dense instances but not sparse ones (standardising
+    densifies a sparse instance). NRFS keeps a window of :data:`NRFS_WINDOW`
+    instances and recomputes every ``refresh`` of them, at least a window and
+    at most :data:`NRFS_COMPUTATIONS` times after its first computation.
+
+    >>> from featurestream.bench.datasets import instance_spec, make_instances
+    >>> full_length = make_instances(instance_spec("stream-d1000").scaled(20_000, 50))
+    >>> default_params("nrfs", full_length)
+    {'num_features': 20, 'window': 1000, 'refresh': 5000}
+    >>> default_params("fires", make_instances(instance_spec("stream-d100000", quick=True)))
+    {'num_features': 20, 'scale': 'none'}
+    """
     if algorithm in ("ofs", "fsds"):
         return {"num_features": 2 * len(data.relevant)}
+    if algorithm == "fires":
+        sparse = isinstance(data, InstanceData) and data.spec.sparse
+        return {"num_features": 2 * len(data.relevant), "scale": "none" if sparse else "standard"}
+    if algorithm == "nrfs" and isinstance(data, InstanceData):
+        refresh = max(NRFS_WINDOW, -(-data.spec.n // NRFS_COMPUTATIONS))
+        return {
+            "num_features": min(2 * len(data.relevant), data.spec.d),
+            "window": NRFS_WINDOW,
+            "refresh": refresh,
+        }
     if algorithm == "grafting" and isinstance(data, FeatureData) and not data.spec.sparse:
         return {"loss": "squared"}  # the dense set has a continuous target
     return {}
@@ -361,6 +389,8 @@ __all__ = [
     "DENSE_CHUNK_BYTES",
     "FRAME_WINDOW",
     "GROUP_SIZE",
+    "NRFS_COMPUTATIONS",
+    "NRFS_WINDOW",
     "Deadline",
     "RunResult",
     "check",

@@ -15,8 +15,12 @@ All in process, on dense Gaussian data built for the purpose:
   conditioning set that separates one from y (its worst case). Then
   ``probes`` more such columns are timed, each applied alone to the grown
   state, so every probe meets exactly that |S|.
-* **per instance vs d**: OFS and FSDS on frames of dense Gaussian instances,
-  and OFS on sparse ones (1% non-zeros, ``ofs-sparse``).
+* **per instance vs d**: OFS, FSDS and FIRES on frames of dense Gaussian
+  instances, and OFS on sparse ones (1% non-zeros, ``ofs-sparse``);
+* **NRFS, one computation** on a full window of n instances of m features
+  (Gaussian clusters): against n at m fixed (axis ``window``) and against m
+  at n fixed (axis ``m``). NRFS's per-instance cost is this divided by its
+  ``refresh``.
 
 A curve stops growing once a point takes longer than the per-point budget
 (OSFS's search grows like |S|^3 per test set size, so its curve is short).
@@ -37,7 +41,9 @@ from featurestream.selectors import REGISTRY
 from featurestream.selectors.base import FeatureSelector, InstanceSelector
 
 FEATURE_ALGORITHMS = ("saola", "osfs", "fast_osfs", "alpha_investing", "grafting")
-INSTANCE_ALGORITHMS = ("ofs", "fsds")
+INSTANCE_ALGORITHMS = ("ofs", "fsds", "fires")
+# Selectors recomputed on a window: timed one computation at a time.
+WINDOW_ALGORITHMS = ("nrfs",)
 # Share of non-zeros of the sparse OFS series (ofs-sparse).
 SPARSE_DENSITY = 0.01
 
@@ -52,6 +58,10 @@ class Grid:
     probes: int
     noise_probes: int
     budget: float  # seconds one point may take before its curve stops
+    windows: tuple[int, ...] = ()  # NRFS: window sizes n, at m = m_for_windows
+    ms: tuple[int, ...] = ()  # NRFS: features m, at n = window_for_ms
+    m_for_windows: int = 100
+    window_for_ms: int = 500
 
     @classmethod
     def full(cls) -> Grid:
@@ -64,6 +74,10 @@ class Grid:
             probes=16,
             noise_probes=2_000,
             budget=15.0,
+            windows=(250, 500, 1_000, 2_000),
+            ms=(50, 200, 1_000),
+            m_for_windows=100,
+            window_for_ms=500,
         )
 
     @classmethod
@@ -77,18 +91,22 @@ class Grid:
             probes=4,
             noise_probes=50,
             budget=2.0,
+            windows=(60, 120),
+            ms=(20, 60),
+            m_for_windows=20,
+            window_for_ms=60,
         )
 
 
 @dataclass
 class ScalingPoint:
     algorithm: str
-    axis: str  # "n", "size" (|S|) or "d"
-    x: int  # n, |S| before the probes, or d
-    n: int
-    size: int
-    seconds_per_item: float
-    items: int
+    axis: str  # "n", "size" (|S|) or "d"; NRFS: "window" or "m"
+    x: int  # n, |S| before the probes, or d; NRFS: the window n or m
+    n: int  # rows; NRFS: the window n
+    size: int  # |S|; NRFS: m
+    seconds_per_item: float  # NRFS: seconds per computation
+    items: int  # NRFS: computations timed
 
 
 def _relevant_columns(rng: np.random.Generator, u: np.ndarray[Any, Any], m: int) -> Any:
@@ -212,11 +230,35 @@ def instance_point(
     return ScalingPoint(name, "d", d, 0, 0, spent / items, items)
 
 
+def window_point(algorithm: str, n: int, m: int, seed: int = 0) -> ScalingPoint:
+    """Time one computation of a window selector (NRFS) on n instances of m features.
+
+    The instances form four Gaussian clusters told apart by 10 of the m
+    features (all of them when m <= 10); the rest are noise. The selector's
+    window is n and its first computation waits for n instances, so one
+    ``learn_instances`` of the n rows computes once; that call is timed.
+    """
+    rng = np.random.default_rng([seed, n, m])
+    informative = min(10, m)
+    centres = 3.0 * rng.normal(size=(4, informative))
+    X = rng.normal(size=(n, m))
+    X[:, :informative] += centres[rng.integers(0, 4, size=n)]
+    cls = REGISTRY[algorithm]
+    assert issubclass(cls, InstanceSelector)
+    params = {"num_features": min(10, m), "window": n, "min_instances": n}
+    sel = cls.start(cls.params_type.from_mapping(params), [f"x{j}" for j in range(m)])
+    t0 = time.perf_counter()
+    sel.learn_instances(X)
+    dt = time.perf_counter() - t0
+    return ScalingPoint(algorithm, "window", n, n, m, dt, 1)
+
+
 def run_scaling(
     grid: Grid,
     feature_algorithms: Sequence[str] = FEATURE_ALGORITHMS,
     instance_algorithms: Sequence[str] = INSTANCE_ALGORITHMS,
     log: Any = None,
+    window_algorithms: Sequence[str] = WINDOW_ALGORITHMS,
 ) -> list[ScalingPoint]:
     """Every curve of the grid; a curve ends at its first point over the budget."""
     points: list[ScalingPoint] = []
@@ -259,11 +301,32 @@ def run_scaling(
                 p3 = instance_point("ofs", d, grid.budget, density=SPARSE_DENSITY)
                 note(p3, f"ofs-sparse d={d}")
                 points.append(p3)
+    for algorithm in window_algorithms:
+        # A first computation pays for lazy imports and BLAS start-up: not timed.
+        window_point(algorithm, 20, 5)
+        # One computation vs the window n at m fixed, then vs m at n fixed.
+        for n in grid.windows:
+            p4 = window_point(algorithm, n, grid.m_for_windows)
+            note(p4, f"{algorithm} window={n} m={grid.m_for_windows}")
+            points.append(p4)
+            if p4.seconds_per_item > grid.budget:
+                break
+        for m in grid.ms:
+            p4 = window_point(algorithm, grid.window_for_ms, m)
+            p4.axis, p4.x = "m", m
+            note(p4, f"{algorithm} m={m} window={grid.window_for_ms}")
+            points.append(p4)
+            if p4.seconds_per_item > grid.budget:
+                break
     return points
 
 
 def plot(points: Sequence[ScalingPoint], path: Path) -> bool:
-    """Three log-log panels into ``path`` (PNG); False when matplotlib is missing."""
+    """Log-log panels into ``path`` (PNG); False when matplotlib is missing.
+
+    Three panels (per column vs n and |S|, per instance vs d), and a fourth
+    for NRFS's computations when there are any.
+    """
     try:
         import matplotlib
 
@@ -271,7 +334,10 @@ def plot(points: Sequence[ScalingPoint], path: Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), constrained_layout=True)
+    windowed = any(p.axis in ("window", "m") for p in points)
+    fig, axes = plt.subplots(
+        1, 4 if windowed else 3, figsize=(20 if windowed else 15, 4.6), constrained_layout=True
+    )
     sizes = sorted(p.size for p in points if p.axis == "n")
     typical = sizes[len(sizes) // 2] if sizes else 0
     panels = [
@@ -279,21 +345,34 @@ def plot(points: Sequence[ScalingPoint], path: Path) -> bool:
         ("size", "selected features |S|", "seconds per column", "Relevant column vs |S|"),
         ("d", "features d", "seconds per instance", "Instance vs d (dense; ofs-sparse: 1%)"),
     ]
-    every = (*FEATURE_ALGORITHMS, *INSTANCE_ALGORITHMS, "ofs-sparse")
-    markers = dict(zip(every, "osD^vos*", strict=True))
+    if windowed:
+        panels.append(
+            (
+                "window m",
+                "window n, or features m",
+                "seconds per computation",
+                "NRFS: one computation",
+            )
+        )
+    every = (*FEATURE_ALGORITHMS, *INSTANCE_ALGORITHMS, "ofs-sparse", *WINDOW_ALGORITHMS)
+    markers = dict(zip(every, "osD^vosP*X", strict=True))
     # One colour per algorithm across the panels.
     colours = {name: f"C{i}" for i, name in enumerate(every)}
     for ax, (axis, xlabel, ylabel, title) in zip(axes, panels, strict=True):
-        names = sorted({p.algorithm for p in points if p.axis == axis})
+        names = sorted({p.algorithm for p in points if p.axis in axis.split()})
         for name in names:
-            pts = sorted((p for p in points if p.axis == axis and p.algorithm == name), key=_x)
-            ax.plot(
-                [p.x for p in pts],
-                [p.seconds_per_item for p in pts],
-                marker=markers.get(name, "o"),
-                color=colours.get(name),
-                label=name,
-            )
+            for sub in axis.split():
+                pts = sorted((p for p in points if p.axis == sub and p.algorithm == name), key=_x)
+                if not pts:
+                    continue
+                ax.plot(
+                    [p.x for p in pts],
+                    [p.seconds_per_item for p in pts],
+                    marker=markers.get(name, "o"),
+                    color=colours.get(name),
+                    linestyle="--" if sub == "m" else "-",
+                    label=_series(name, sub, pts[0]),
+                )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel(xlabel)
@@ -313,6 +392,15 @@ def _x(p: ScalingPoint) -> int:
     return p.x
 
 
+def _series(name: str, axis: str, p: ScalingPoint) -> str:
+    """A curve's legend: the algorithm, and for NRFS what is held fixed."""
+    if axis == "window":
+        return f"{name} vs n (m = {p.size})"
+    if axis == "m":
+        return f"{name} vs m (n = {p.n})"
+    return name
+
+
 def slope(points: Sequence[ScalingPoint], algorithm: str, axis: str) -> float | None:
     """The log-log slope of a curve (least squares): the exponent of its growth."""
     pts = [p for p in points if p.algorithm == algorithm and p.axis == axis and p.x > 0]
@@ -326,18 +414,20 @@ def slope(points: Sequence[ScalingPoint], algorithm: str, axis: str) -> float | 
 
 
 def table(points: Sequence[ScalingPoint]) -> str:
-    lines = [f"{'algorithm':<16}{'axis':<6}{'x':>9}{'n':>8}{'|S|':>6}{'ms/item':>12}{'items':>7}"]
+    lines = [f"{'algorithm':<16}{'axis':<7}{'x':>8}{'n':>8}{'|S|':>6}{'ms/item':>12}{'items':>7}"]
     for p in points:
         lines.append(
-            f"{p.algorithm:<16}{p.axis:<6}{p.x:>9}{p.n:>8}{p.size:>6}"
+            f"{p.algorithm:<16}{p.axis:<7}{p.x:>8}{p.n:>8}{p.size:>6}"
             f"{p.seconds_per_item * 1e3:>12.4f}{p.items:>7}"
         )
     exps = []
-    for name in (*FEATURE_ALGORITHMS, *INSTANCE_ALGORITHMS):
-        for axis in ("n", "size", "d"):
+    for name in (*FEATURE_ALGORITHMS, *INSTANCE_ALGORITHMS, *WINDOW_ALGORITHMS):
+        for axis in ("n", "size", "d", "window", "m"):
             s = slope(points, name, axis)
             if s is not None and not math.isnan(s):
                 exps.append(f"{name} vs {axis}: {s:.2f}")
+    if any(p.axis in ("window", "m") for p in points):
+        lines.append("NRFS rows: |S| is m, and an item is one computation on a full window")
     if exps:
         lines.append("log-log slopes: " + "; ".join(exps))
     return "\n".join(lines)
@@ -346,6 +436,7 @@ def table(points: Sequence[ScalingPoint]) -> str:
 __all__ = [
     "FEATURE_ALGORITHMS",
     "INSTANCE_ALGORITHMS",
+    "WINDOW_ALGORITHMS",
     "Grid",
     "ScalingPoint",
     "feature_point",
@@ -354,4 +445,5 @@ __all__ = [
     "run_scaling",
     "slope",
     "table",
+    "window_point",
 ]
