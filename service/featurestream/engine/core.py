@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, TypeVar
 
 import anyio
@@ -62,6 +63,9 @@ from featurestream.selectors import (
     Selector,
 )
 from featurestream.store.base import StateStore, Subscription
+
+# Above this many events (or names), a request's bookkeeping runs in a worker thread.
+_INLINE_EVENTS = 1000
 
 Clock = Callable[[], datetime]
 T = TypeVar("T")
@@ -261,7 +265,14 @@ class StreamEngine:
                 maximum=limit,
             )
         if names is not None:
-            check_names(names, field="features", max_length=self.settings.max_name_length)
+            # Thousands of names take milliseconds: check them beside the event loop.
+            check = partial(
+                check_names, names, field="features", max_length=self.settings.max_name_length
+            )
+            if len(names) > _INLINE_EVENTS:
+                await anyio.to_thread.run_sync(check)
+            else:
+                check()
 
         async def prepare(live: Live) -> list[str]:
             # Names already in the stream are refused by the store's commit itself
@@ -452,7 +463,13 @@ class StreamEngine:
                     raise
                 if step.outcome is None and not step.responses:
                     return step.result
-                commit = commit_of(live, producer, step, _iso(self._clock()))
+                now = _iso(self._clock())
+                if step.outcome is not None and len(step.outcome.events) > _INLINE_EVENTS:
+                    # The log entry of a large request is megabytes of JSON: render it
+                    # beside the event loop, which keeps answering reads meanwhile.
+                    commit = await anyio.to_thread.run_sync(commit_of, live, producer, step, now)
+                else:
+                    commit = commit_of(live, producer, step, now)
                 try:
                     committed = await self.store.commit(stream_id, commit)
                 except ConcurrentUpdate:
@@ -473,23 +490,12 @@ class StreamEngine:
                 self.counters["commits"] += 1
                 if step.outcome is not None:
                     live.size = len(step.outcome.blob)
-                    self._tally(step.outcome.events)
+                    self.counters.update(step.outcome.tally)
                 if step.responses:
                     live.producers[producer] = step.responses[-1][0]
                 self.cache.put(stream_id, live)
                 return step.result
             raise ConcurrentUpdate(stream_id, live.version)
-
-    def _tally(self, events: Sequence[dict[str, Any]]) -> None:
-        """Count what a committed change processed (for /metrics)."""
-        c = self.counters
-        for ev in events:
-            kind = ev["type"]
-            if kind == "batch":
-                c["features_processed"] += int(ev.get("count", 0))
-                c["instances_processed"] += int(ev.get("instances", 0))
-            else:
-                c[f"decisions_{kind}"] += 1
 
     async def _live(self, stream_id: str) -> Live:
         live = self.cache.get(stream_id)

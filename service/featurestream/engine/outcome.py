@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -28,6 +29,9 @@ class Outcome:
     selection_json: bytes
     status: bytes
     selection_changed: bool
+    # What the change processed, for /metrics: counted here, in the worker thread,
+    # since a request of many columns has as many events.
+    tally: Counter[str]
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,21 @@ def outcome_of(
         selection_json=wire.selection(selection),
         status=wire.status_counters(sel.status()),
         selection_changed=changed,
+        tally=tally_of(events),
     )
+
+
+def tally_of(events: Sequence[dict[str, Any]]) -> Counter[str]:
+    """What a change processed: columns, instances, and decisions by kind."""
+    c: Counter[str] = Counter()
+    for ev in events:
+        kind = ev["type"]
+        if kind == "batch":
+            c["features_processed"] += int(ev.get("count", 0))
+            c["instances_processed"] += int(ev.get("instances", 0))
+        else:
+            c[f"decisions_{kind}"] += 1
+    return c
 
 
 def commit_of(live: Live, producer: str, step: Attempt[Any], now: str) -> Commit:
@@ -104,4 +122,4 @@ def commit_of(live: Live, producer: str, step: Attempt[Any], now: str) -> Commit
     )
 
 
-__all__ = ["Attempt", "Outcome", "StaleCache", "commit_of", "outcome_of"]
+__all__ = ["Attempt", "Outcome", "StaleCache", "commit_of", "outcome_of", "tally_of"]
