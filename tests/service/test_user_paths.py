@@ -81,6 +81,28 @@ def test_websocket_compression_is_negotiated_when_enabled(
     assert header is not None and header.startswith("permessage-deflate")
 
 
+def test_a_json_row_index_beyond_int64_is_a_422_and_the_process_lives(
+    servers: list[Server], redis_url: str, key_prefix: str
+) -> None:
+    # Regression: the index overflowed its conversion to int64 and answered 500.
+    server = Server(redis_url, key_prefix).start()
+    servers.append(server)
+    r = httpx.post(
+        server.url + "/v1/streams", json={"id": "big", "algorithm": "saola", "target": [1, 2, 3]}
+    )
+    assert r.status_code == 201
+    body = b'{"features": [{"name": "a", "indices": [99999999999999999999999], "data": [1]}]}'
+    r = httpx.post(
+        server.url + "/v1/streams/big/features",
+        content=body,
+        headers={"content-type": "application/json"},
+    )
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "features[0].indices"
+    status = httpx.get(server.url + "/v1/streams/big/status").json()
+    assert status["version"] == 0 and status["features_seen"] == 0
+    assert httpx.get(server.url + "/healthz").status_code == 200
+
+
 @pytest.mark.parametrize(
     ("argv", "env", "expected"),
     [

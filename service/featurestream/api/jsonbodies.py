@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import gc
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -65,21 +66,29 @@ class _Unsure(Exception):
 _gc_lock = threading.Lock()
 _gc_pausers = 0
 _gc_was_enabled = False
+_gc_paused_at = 0.0
+# Bodies read back to back (in several threads) may keep collection paused; after
+# this long it runs once anyway, so no stream of bodies can put it off for good.
+GC_MAX_PAUSE = 2.0
+# Smaller bodies are read without pausing collection: it would cost them nothing.
+GC_PAUSE_BYTES = 64 * 1024
 
 
 @contextmanager
 def _gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while a body is read (in any thread).
+    """No cyclic garbage collection while a large body is read (in any thread).
 
     Reading a body creates a container per column and per list of numbers: the
     collector would run a full collection of the process's heap several times
     per large body, for nothing (parsed JSON holds no cycles). Collection
-    resumes when the last body being read is done.
+    resumes when the last body being read is done, and runs at the latest
+    every ``GC_MAX_PAUSE`` seconds while bodies keep overlapping.
     """
-    global _gc_pausers, _gc_was_enabled
+    global _gc_pausers, _gc_was_enabled, _gc_paused_at
     with _gc_lock:
         if _gc_pausers == 0:
             _gc_was_enabled = gc.isenabled()
+            _gc_paused_at = time.monotonic()
             gc.disable()
         _gc_pausers += 1
     try:
@@ -87,8 +96,12 @@ def _gc_paused() -> Iterator[None]:
     finally:
         with _gc_lock:
             _gc_pausers -= 1
-            if _gc_pausers == 0 and _gc_was_enabled:
-                gc.enable()
+            if _gc_pausers == 0:
+                if _gc_was_enabled:
+                    gc.enable()
+            elif _gc_was_enabled and time.monotonic() - _gc_paused_at > GC_MAX_PAUSE:
+                gc.collect()
+                _gc_paused_at = time.monotonic()
 
 
 P = ParamSpec("P")
@@ -98,6 +111,9 @@ R = TypeVar("R")
 def _without_gc(fn: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(fn)
     def read(*args: P.args, **kwargs: P.kwargs) -> R:
+        body = args[0] if args else b""
+        if not isinstance(body, bytes | str) or len(body) < GC_PAUSE_BYTES:
+            return fn(*args, **kwargs)
         with _gc_paused():
             return fn(*args, **kwargs)
 
@@ -174,6 +190,29 @@ def _ints(lists: Sequence[list[Any]], total: int) -> IntArray:
     if out.size and out.min() < 0:
         raise _Unsure
     return out
+
+
+def _row_indices(features: Sequence[FeatureIn], indices: list[list[int]]) -> IntArray:
+    """The sparse columns' row indices, one after the other; 422 beyond int64.
+
+    Such an index is beyond every stream's rows anyway: it is refused as one,
+    naming its column, instead of overflowing the conversion.
+    """
+    try:
+        return np.asarray(list(chain.from_iterable(indices)), dtype=np.int64)
+    except OverflowError:
+        for i, f in enumerate(features):
+            big = [v for v in f.indices or [] if not -_INT64_MAX <= v <= _INT64_MAX]
+            if f.values is None and big:
+                raise InvalidInput(
+                    f"Column {f.name!r} has a row index of {len(str(abs(big[0])))} digits, "
+                    "beyond any number of instances.",
+                    field=f"features[{i}].indices",
+                ) from None
+        raise
+
+
+_INT64_MAX = (1 << 63) - 1
 
 
 # --------------------------------------------------------------------------- columns
@@ -255,8 +294,7 @@ class Columns:
             dense,
             lengths,
             np.fromiter(chain.from_iterable(values), np.float64, int(lengths[dense].sum())),
-            # Beyond int64 raises here, as it always has.
-            np.asarray(list(chain.from_iterable(indices)), dtype=np.int64),
+            _row_indices(features, indices),
             np.fromiter(chain.from_iterable(data), np.float64, int(lengths[~dense].sum())),
         )
 

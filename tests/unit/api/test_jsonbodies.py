@@ -209,9 +209,11 @@ def test_raw_feature_bodies_read_as_the_model_did(body: bytes) -> None:
     try:
         same_features(body)
     except OverflowError:
-        # An index beyond int64 was an internal error before; it still is.
-        with pytest.raises(OverflowError):
+        # An index beyond int64 was an internal error before (a 500); now it is
+        # refused like any index beyond the stream's rows, naming its column.
+        with pytest.raises(InvalidInput) as err:
             new_features(body)
+        assert err.value.field is not None and err.value.field.endswith("].indices")
 
 
 _numbers = st.one_of(
@@ -380,18 +382,48 @@ def test_collection_is_paused_while_reading_and_resumes_after() -> None:
         seen.append(gc.isenabled())
         return real(body)
 
+    pad = b" " * jsonbodies.GC_PAUSE_BYTES  # only large bodies pause collection
     assert gc.isenabled()
     try:
         jsonbodies._load = spy  # type: ignore[assignment]
-        jsonbodies.feature_batch(b'{"features": []}')
+        jsonbodies.feature_batch(b'{"features": []}' + pad)
         with pytest.raises(ValidationError):
-            jsonbodies.instance_batch(b'{"X": "no"}')
+            jsonbodies.instance_batch(b'{"X": "no"}' + pad)
+        jsonbodies.feature_batch(b'{"features": []}')
     finally:
         jsonbodies._load = real  # type: ignore[assignment]
-    assert seen == [False, False] and gc.isenabled()
+    assert seen == [False, False, True] and gc.isenabled()
     gc.disable()
     try:
-        jsonbodies.feature_batch(b'{"features": []}')
+        jsonbodies.feature_batch(b'{"features": []}' + pad)
         assert not gc.isenabled()  # left as the process had it
     finally:
         gc.enable()
+
+
+def test_bodies_read_back_to_back_cannot_put_collection_off_for_good(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gc
+
+    collected: list[int] = []
+    monkeypatch.setattr(jsonbodies, "GC_MAX_PAUSE", 0.0)
+    monkeypatch.setattr(gc, "collect", lambda *a: collected.append(1) or 0)
+    # Two bodies overlap (two threads): the first to finish collects, as the pause
+    # has lasted longer than GC_MAX_PAUSE; the last one done resumes collection.
+    with jsonbodies._gc_paused():
+        with jsonbodies._gc_paused():
+            assert not gc.isenabled()
+        assert collected == [1] and not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_a_row_index_beyond_int64_is_refused_naming_its_column() -> None:
+    # Regression: such an index overflowed the conversion to int64 (a 500).
+    body = (
+        b'{"features": [{"name": "a", "indices": [1], "data": [1.0]},'
+        b' {"name": "b", "indices": [99999999999999999999999], "data": [1.0]}]}'
+    )
+    with pytest.raises(InvalidInput) as err:
+        jsonbodies.feature_batch(body)
+    assert err.value.field == "features[1].indices"

@@ -31,17 +31,20 @@ async def add_instances(stream_id: StreamIdPath, request: Request, engine: Engin
             raise InvalidInput("X-Label-Column must be 'last' or absent.", field="X-Label-Column")
         max_bytes = engine.settings.max_request_bytes
 
-        def load() -> Any:
+        def load() -> tuple[Any, Any]:
             if kind == bodies.NPY_MEDIA_TYPE:
                 arr = arrays.load_npy(body)
-                return arr[None, :] if arr.ndim == 1 else arr
-            return arrays.load_sparse_instances(body, max_bytes)
+                A = arr[None, :] if arr.ndim == 1 else arr
+            else:
+                A = arrays.load_sparse_instances(body, max_bytes)
+            # Splitting off the labels copies the matrix: beside the loop, too.
+            X, y = arrays.split_labels(A, label == "last", "With X-Label-Column: last, the body")
+            return (np.ascontiguousarray(X) if isinstance(X, np.ndarray) else X), y
 
-        A = await offload.run(len(body), load)
-        X, y = arrays.split_labels(A, label == "last", "With X-Label-Column: last, the body")
+        X, y = await offload.run(len(body), load)
         result = await engine.add_instances(
             stream_id,
-            np.ascontiguousarray(X) if isinstance(X, np.ndarray) else X,
+            X,
             y,
             producer=request.headers.get("X-Producer", "default"),
             seq=bodies.header_int(request, "X-Seq"),
