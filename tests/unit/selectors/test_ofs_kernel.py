@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from featurestream.selectors import _ofs_kernel
+from featurestream.selectors import _ofs_kernel, _ofs_ops, _ofs_partial
 from featurestream.selectors.checks import binary_labels
 from featurestream.selectors.ofs import OFS, OFSParams, truncate_support
 
@@ -161,7 +161,7 @@ def test_kernel_matches_numpy_loop(
 
 def test_kernel_partial_draws_chunked_batch_matches(monkeypatch: pytest.MonkeyPatch) -> None:
     # A batch larger than one chunk of draws: chunking must not change anything.
-    monkeypatch.setattr(_ofs_kernel, "_DRAW_ELEMENTS", 16)
+    monkeypatch.setattr(_ofs_partial, "_DRAW_ELEMENTS", 16)
     rng = np.random.default_rng(3)
     X, y = _stream(rng, 60, 30, 0.5)
     _check({"num_features": 5, "mode": "partial", "epsilon": 0.5, "seed": 2}, X, y)
@@ -248,7 +248,7 @@ def test_sum_is_numpy_pairwise_summation() -> None:
     rng = np.random.default_rng(0)
     for n in [*range(300), 1000, 1031, 4096, 10_007, 100_000]:
         a = rng.normal(size=n) * np.exp(rng.uniform(-30, 30, size=n))
-        assert _ofs_kernel._sum(a, n) == np.add.reduce(a), n
+        assert _ofs_ops._sum(a, n) == np.add.reduce(a), n
 
 
 @given(
@@ -257,7 +257,7 @@ def test_sum_is_numpy_pairwise_summation() -> None:
 )
 def test_select_finds_the_kth_smallest(a: np.ndarray, data: st.DataObject) -> None:
     k = data.draw(st.integers(0, a.shape[0] - 1))
-    assert _ofs_kernel._select(a.copy(), a.shape[0], k) == np.sort(a)[k]
+    assert _ofs_ops._select(a.copy(), a.shape[0], k) == np.sort(a)[k]
 
 
 def test_shape_mismatch_is_refused_before_the_kernel() -> None:
@@ -291,5 +291,5 @@ def test_jit_compiles_without_a_writable_cache(monkeypatch: pytest.MonkeyPatch) 
     def twice(a: np.ndarray) -> np.ndarray:
         return a * 2.0
 
-    compiled = _ofs_kernel._jit(twice)
+    compiled = _ofs_ops._jit(twice)
     assert compiled(np.arange(3.0)).tolist() == [0.0, 2.0, 4.0]

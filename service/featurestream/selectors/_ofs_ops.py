@@ -1,0 +1,427 @@
+"""Compiled building blocks of the OFS kernels (``_ofs_kernel``, ``_ofs_partial``).
+
+numpy's pairwise summation reproduced bit for bit, sums and updates over S
+(the sorted indices of w's non-zeros), Truncate by partial selection or a
+bounded heap, and the bookkeeping after a step; plus the shape checks of the
+entry points. See ``_ofs_kernel`` for why the loop is compiled.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit
+
+Vector = npt.NDArray[np.float64]
+Matrix = npt.NDArray[np.float64]
+IntVector = npt.NDArray[np.int64]
+BoolVector = npt.NDArray[np.bool_]
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+# numpy's pairwise summation adds blocks of at most this many elements with
+# eight accumulators (PW_BLOCKSIZE in numpy's loops_utils.h).
+_PW_BLOCK = 128
+
+
+def _jit(f: _F) -> _F:
+    """``numba.njit`` with an on-disk cache, or without one where none can be written.
+
+    Numba looks for a writable cache directory (next to this file, then the
+    user's cache directory) when the decorator is applied and raises
+    RuntimeError if there is none, e.g. a read-only install run by a user
+    without a writable home: the kernels then compile in each process.
+    """
+    try:
+        compiled = njit(cache=True)(f)
+    except RuntimeError:
+        compiled = njit(cache=False)(f)
+    return cast(_F, compiled)
+
+
+# --------------------------------------------------------------------------- sums
+
+
+@_jit
+def _block_sum(a: Vector, lo: int, n: int) -> float:
+    """numpy's pairwise-summation leaf over ``a[lo:lo + n]`` (n <= 128)."""
+    if n < 8:
+        res = 0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    r0 = a[lo]
+    r1 = a[lo + 1]
+    r2 = a[lo + 2]
+    r3 = a[lo + 3]
+    r4 = a[lo + 4]
+    r5 = a[lo + 5]
+    r6 = a[lo + 6]
+    r7 = a[lo + 7]
+    i = lo + 8
+    end = lo + n - n % 8
+    while i < end:
+        r0 += a[i]
+        r1 += a[i + 1]
+        r2 += a[i + 2]
+        r3 += a[i + 3]
+        r4 += a[i + 4]
+        r5 += a[i + 5]
+        r6 += a[i + 6]
+        r7 += a[i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < lo + n:
+        res += a[i]
+        i += 1
+    return float(res)
+
+
+@_jit
+def _pairwise_sum(a: Vector, lo: int, n: int) -> float:
+    """numpy's pairwise summation of ``a[lo:lo + n]``: halves cut at multiples of 8.
+
+    The recursion of numpy's C code, run on explicit stacks: numba's on-disk
+    cache does not reload self-recursive functions safely.
+    """
+    if n <= _PW_BLOCK:
+        return _block_sum(a, lo, n)
+    # Ranges still to add (with how many of their halves are done) and the sums
+    # of finished ranges; each halving at least halves n, so 64 levels suffice.
+    los = np.empty(64, dtype=np.int64)
+    ns = np.empty(64, dtype=np.int64)
+    done = np.empty(64, dtype=np.int64)
+    sums = np.empty(64)
+    top = 0
+    nsums = 0
+    los[0] = lo
+    ns[0] = n
+    done[0] = 0
+    while top >= 0:
+        start = los[top]
+        size = ns[top]
+        if size <= _PW_BLOCK:
+            sums[nsums] = _block_sum(a, start, size)
+            nsums += 1
+            top -= 1
+            continue
+        half = size // 2
+        half -= half % 8
+        if done[top] == 0:
+            done[top] = 1
+            top += 1
+            los[top] = start
+            ns[top] = half
+            done[top] = 0
+        elif done[top] == 1:
+            done[top] = 2
+            top += 1
+            los[top] = start + half
+            ns[top] = size - half
+            done[top] = 0
+        else:
+            # Both halves are summed: left + right, as numpy adds them.
+            nsums -= 1
+            sums[nsums - 1] = sums[nsums - 1] + sums[nsums]
+            top -= 1
+    return float(sums[0])
+
+
+@_jit
+def _sum(a: Vector, n: int) -> float:
+    """``np.add.reduce(a[:n])`` bit for bit (the reduction starts from 0.0)."""
+    return 0.0 + _pairwise_sum(a, 0, n)
+
+
+# --------------------------------------------------------------------------- support set
+
+
+@_jit
+def _dot(w: Vector, x: Vector, S: IntVector, nS: int, tmp: Vector) -> float:
+    """w . x over the support S[:nS], as ``np.add.reduce(w[S] * x[S])``."""
+    if nS == w.shape[0]:
+        # Full support: S is 0..d-1, and the contiguous products vectorise.
+        for k in range(nS):
+            tmp[k] = w[k] * x[k]
+    else:
+        for k in range(nS):
+            j = S[k]
+            tmp[k] = w[j] * x[j]
+    return _sum(tmp, nS)
+
+
+@_jit
+def _norm(w: Vector, S: IntVector, nS: int, tmp: Vector) -> float:
+    """||w||_2 over the support S[:nS], as ``sqrt(np.add.reduce(w[S] * w[S]))``."""
+    if nS == w.shape[0]:
+        for k in range(nS):
+            tmp[k] = w[k] * w[k]
+    else:
+        for k in range(nS):
+            v = w[S[k]]
+            tmp[k] = v * v
+    return math.sqrt(_sum(tmp, nS))
+
+
+@_jit
+def _decay(w: Vector, S: IntVector, nS: int, keep: float) -> int:
+    """w[S] *= keep, dropping entries that underflow to 0; returns the new |S|."""
+    n = 0
+    for k in range(nS):
+        j = S[k]
+        v = w[j] * keep
+        # + 0.0 turns an underflow to -0.0 into +0.0: a dense step later adds
+        # x_j * c to it and a sparse one does not, and -0.0 would let the two
+        # forms of an instance differ in a sign bit.
+        w[j] = v + 0.0
+        S[n] = j
+        n += v != 0.0
+    return n
+
+
+@_jit
+def _merge(
+    w: Vector, S: IntVector, nS: int, idx: IntVector, lo: int, hi: int, out: IntVector
+) -> int:
+    """S := the sorted union of S[:nS] and idx[lo:hi] where w != 0; returns the new |S|.
+
+    Both inputs are sorted without repeats; the merge goes through ``out``.
+    """
+    n = 0
+    a = 0
+    b = lo
+    while a < nS or b < hi:
+        if b == hi or (a < nS and S[a] < idx[b]):
+            j = S[a]
+            a += 1
+        elif a == nS or idx[b] < S[a]:
+            j = idx[b]
+            b += 1
+        else:
+            j = S[a]
+            a += 1
+            b += 1
+        out[n] = j
+        n += w[j] != 0.0
+    for k in range(n):
+        S[k] = out[k]
+    return n
+
+
+@_jit
+def _scale(w: Vector, S: IntVector, nS: int, scale: float) -> int:
+    """w[S] *= scale, dropping entries that underflow to 0; returns the new |S|."""
+    if nS == w.shape[0]:
+        # Full support: a contiguous pass (it vectorises), S rebuilt only on underflow.
+        n = 0
+        for j in range(nS):
+            v = w[j] * scale
+            w[j] = v + 0.0  # no -0.0 (see _decay)
+            n += v != 0.0
+        return n if n == nS else _support(w, S)
+    n = 0
+    for k in range(nS):
+        j = S[k]
+        v = w[j] * scale
+        w[j] = v + 0.0  # no -0.0 (see _decay)
+        S[n] = j
+        n += v != 0.0
+    return n
+
+
+@_jit
+def _select(a: Vector, n: int, k: int) -> float:
+    """The k-th smallest of a[:n] (0-based), reordering a[:n]: quickselect, O(n) expected."""
+    lo = 0
+    hi = n - 1
+    while lo < hi:
+        # Median of three as the pivot, so sorted runs do not go quadratic.
+        x = a[lo]
+        y = a[(lo + hi) // 2]
+        z = a[hi]
+        if x > y:
+            x, y = y, x
+        if y > z:
+            y = z
+            if x > y:
+                y = x
+        pivot = y
+        i = lo
+        j = hi
+        while i <= j:
+            while a[i] < pivot:
+                i += 1
+            while a[j] > pivot:
+                j -= 1
+            if i <= j:
+                a[i], a[j] = a[j], a[i]
+                i += 1
+                j -= 1
+        # Now a[lo:j + 1] <= pivot <= a[i:hi + 1], and a[j + 1:i] == pivot.
+        if k <= j:
+            hi = j
+        elif k >= i:
+            lo = i
+        else:
+            return float(a[k])
+    return float(a[k])
+
+
+@_jit
+def _heap_add(heap: Vector, size: int, B: int, a: float) -> int:
+    """Offer a to the min-heap of the B largest values seen; returns the new size."""
+    if size < B:
+        i = size
+        while i > 0:
+            parent = (i - 1) >> 1
+            if heap[parent] <= a:
+                break
+            heap[i] = heap[parent]
+            i = parent
+        heap[i] = a
+        return size + 1
+    if a > heap[0]:
+        i = 0
+        while True:
+            child = 2 * i + 1
+            if child >= B:
+                break
+            if child + 1 < B and heap[child + 1] < heap[child]:
+                child += 1
+            if heap[child] >= a:
+                break
+            heap[i] = heap[child]
+            i = child
+        heap[i] = a
+    return size
+
+
+@_jit
+def _heap_threshold(heap: Vector, size: int, B: int, scale: float) -> tuple[float, int]:
+    """The B-th largest non-zero |w| after scaling, and how many are larger.
+
+    The heap holds the B largest |w| before scaling. Rounding is monotone, so
+    scaling them gives the B largest after scaling (with any ties rounding
+    makes, which the count of larger ones accounts for). (0.0, count of
+    non-zeros) when fewer than B are non-zero.
+    """
+    thr = heap[0] * scale if size == B else 0.0
+    above = 0
+    for i in range(size):
+        above += heap[i] * scale > thr
+    return thr, above
+
+
+@_jit
+def _keep_largest(
+    w: Vector, S: IntVector, nS: int, B: int, scale: float, thr: float, above: int
+) -> int:
+    """w[S] *= scale, then keep the B largest |w| (threshold thr, ``above`` larger).
+
+    Entries equal to thr fill the B - above places left by lower index
+    (docs/algorithms/ofs.md, "Exact rules"); the others become 0. Returns the new |S|.
+    """
+    ties = B - above
+    full = nS == w.shape[0]  # then S is 0..d-1, possibly not written out
+    n = 0
+    for k in range(nS):
+        j = k if full else S[k]
+        v = w[j] * scale
+        a = abs(v)
+        if a > thr:
+            w[j] = v
+            S[n] = j
+            n += 1
+        elif a == thr and a != 0.0 and ties > 0:
+            ties -= 1
+            w[j] = v
+            S[n] = j
+            n += 1
+        else:
+            w[j] = 0.0  # also an entry the projection underflowed: +0.0, see _decay
+    return n
+
+
+@_jit
+def _support(w: Vector, S: IntVector) -> int:
+    """S := the indices of w's non-zeros in order; returns their count."""
+    n = 0
+    for j in range(w.shape[0]):
+        S[n] = j
+        n += w[j] != 0.0
+    return n
+
+
+# --------------------------------------------------------------------------- full input
+
+
+@_jit
+def _after_step(
+    w: Vector, S: IntVector, nS: int, B: int, radius_inv: float, tmp: Vector, heap: Vector
+) -> int:
+    """Projection onto the L2 ball, then Truncate(w, B); returns the new |S|.
+
+    Truncation compares the projected values (scaling can round two magnitudes
+    to a tie), computed on the fly and written only for the entries kept.
+    """
+    norm = _norm(w, S, nS, tmp)
+    # min(1, 1 / (sqrt(lam) ||w~||)): shrink only outside the ball (a zero w~ is
+    # inside it; this also avoids dividing by zero).
+    shrink = radius_inv * norm > 1.0
+    scale = 1.0 / (radius_inv * norm) if shrink else 1.0
+    if nS <= B:
+        # At most B non-zeros: nothing to truncate.
+        return _scale(w, S, nS, scale) if shrink else nS
+    if nS >= 16 * B:
+        # A few large entries among many: a heap, cheaper than a selection.
+        size = 0
+        for k in range(nS):
+            a = abs(w[S[k]])
+            if a != 0.0 and (size < B or a > heap[0]):
+                size = _heap_add(heap, size, B, a)
+        thr, above = _heap_threshold(heap, size, B, scale)
+    else:
+        for k in range(nS):
+            tmp[k] = abs(w[S[k]] * scale)
+        thr = _select(tmp, nS, nS - B)  # the B-th largest (0 if fewer are non-zero)
+        above = 0
+        for k in range(nS):
+            above += tmp[k] > thr
+    return _keep_largest(w, S, nS, B, scale, thr, above)
+
+
+# Candidates for truncation after a dense step: every |w~_j| within this factor
+# of the B-th largest so far. The projection multiplies by a common factor and
+# rounds, which can tie |w~_j| just below the B-th largest with it (and the tie
+# then goes to the lower index); a ratio under 1 - 2^-49 (16 units in the last
+# place) cannot round to a tie while the products stay normal.
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def _check_shapes(w: Vector, X: Any, labels: Vector) -> None:
+    """The kernels index without bounds checks: refuse inconsistent shapes here."""
+    if X.ndim != 2 or X.shape[0] != labels.shape[0] or X.shape[1] != w.shape[0]:
+        raise ValueError(
+            f"X must be ({labels.shape[0]}, {w.shape[0]}) for {labels.shape[0]} labels "
+            f"and {w.shape[0]} weights; got {X.shape}."
+        )
+    if w.ndim != 1 or not w.flags.c_contiguous or not w.flags.writeable:
+        raise ValueError("w must be a writeable, contiguous vector.")
+
+
+def _csr_parts(X: Any) -> tuple[IntVector, IntVector, Vector]:
+    """indptr, indices and data of a canonical CSR matrix, as int64 / float64 arrays.
+
+    One index type means one compiled signature (scipy picks int32 or int64).
+    """
+    indptr: IntVector = np.asarray(X.indptr, dtype=np.int64)
+    indices: IntVector = np.asarray(X.indices, dtype=np.int64)
+    data: Vector = np.ascontiguousarray(X.data, dtype=np.float64)
+    return indptr, indices, data
