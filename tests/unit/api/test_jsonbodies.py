@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from featurestream.api import jsonbodies
+from featurestream.api import jsonbodies, jsonparse
 from featurestream.api.schemas import FeatureBatch, FeatureIn, GroupBatch, InstanceBatch
 from featurestream.api.schemas import InstanceFrame as FrameModel
 from featurestream.errors import InvalidInput
@@ -382,7 +382,7 @@ def test_collection_is_paused_while_reading_and_resumes_after() -> None:
         seen.append(gc.isenabled())
         return real(body)
 
-    pad = b" " * jsonbodies.GC_PAUSE_BYTES  # only large bodies pause collection
+    pad = b" " * jsonparse.GC_PAUSE_BYTES  # only large bodies pause collection
     assert gc.isenabled()
     try:
         jsonbodies._load = spy  # type: ignore[assignment]
@@ -407,12 +407,12 @@ def test_bodies_read_back_to_back_cannot_put_collection_off_for_good(
     import gc
 
     collected: list[int] = []
-    monkeypatch.setattr(jsonbodies, "GC_MAX_PAUSE", 0.0)
+    monkeypatch.setattr(jsonparse, "GC_MAX_PAUSE", 0.0)
     monkeypatch.setattr(gc, "collect", lambda *a: collected.append(1) or 0)
     # Two bodies overlap (two threads): the first to finish collects, as the pause
     # has lasted longer than GC_MAX_PAUSE; the last one done resumes collection.
-    with jsonbodies._gc_paused():
-        with jsonbodies._gc_paused():
+    with jsonparse._gc_paused():
+        with jsonparse._gc_paused():
             assert not gc.isenabled()
         assert collected == [1] and not gc.isenabled()
     assert gc.isenabled()
