@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
 
 from featurestream.engine.results import AlgorithmInfo
 from featurestream.errors import InvalidInput
-from featurestream.selectors import REGISTRY
+from featurestream.selectors import REGISTRY, FeatureSelector, InstanceSelector, Params, Selector
 
 
 def algorithms() -> list[AlgorithmInfo]:
@@ -47,6 +51,54 @@ def supervised(algorithm: str) -> bool:
     if cls is None or cls.kind == "features":
         return True
     return bool(getattr(cls, "supervised", True))
+
+
+def resolve(algorithm: str, params: Mapping[str, Any] | None) -> tuple[type[Selector], Params]:  # type: ignore[type-arg]
+    """The selector class of ``algorithm`` and its checked parameters."""
+    cls = REGISTRY.get(algorithm)
+    if cls is None:
+        raise InvalidInput(
+            f"Unknown algorithm {algorithm!r}; expected one of {sorted(REGISTRY)}.",
+            field="algorithm",
+        )
+    return cls, cls.params_type.from_mapping(params)
+
+
+def starter(
+    cls: type[Selector],  # type: ignore[type-arg]
+    resolved: Params,
+    target: Sequence[float] | None,
+    feature_names: Sequence[str] | None,
+    *,
+    max_name_length: int,
+) -> tuple[Callable[[], Selector], dict[str, int]]:  # type: ignore[type-arg]
+    """Check a create request's target or feature names against the algorithm's kind.
+
+    Returns how to start the selector (to call in a worker thread) and the size
+    the stream resource shows (``n_instances`` or ``n_features``).
+    """
+    algorithm = cls.name
+    if issubclass(cls, FeatureSelector):
+        if target is None:
+            raise InvalidInput(f"{algorithm} streams need a target.", field="target")
+        if feature_names is not None:
+            raise InvalidInput(
+                f"{algorithm} is a feature-stream algorithm; feature_names is for "
+                "instance streams.",
+                field="feature_names",
+            )
+        y = np.asarray(target, dtype=np.float64)
+        return partial(cls.start, resolved, y), {"n_instances": int(y.shape[0])}
+    assert issubclass(cls, InstanceSelector)
+    if feature_names is None:
+        raise InvalidInput(f"{algorithm} streams need feature_names.", field="feature_names")
+    if target is not None:
+        raise InvalidInput(
+            f"{algorithm} is an instance-stream algorithm; it takes no target.", field="target"
+        )
+    check_names(feature_names, field="feature_names", max_length=max_name_length)
+    names = list(feature_names)
+    return partial(cls.start, resolved, names), {"n_features": len(names)}
 
 
 def check_names(names: Sequence[str], *, field: str, max_length: int) -> None:

@@ -49,7 +49,6 @@ from featurestream.engine.results import (
 from featurestream.engine.sequencing import Fresh, Gap, Replay, classify, conflict, too_old
 from featurestream.errors import (
     ConcurrentUpdate,
-    InvalidInput,
     LimitExceeded,
     QuotaExceeded,
     StoreUnavailable,
@@ -121,13 +120,7 @@ class StreamEngine:
         public_id: str | None = None,
         tenant: str | None = None,
     ) -> StreamResource:
-        cls = REGISTRY.get(algorithm)
-        if cls is None:
-            raise InvalidInput(
-                f"Unknown algorithm {algorithm!r}; expected one of {sorted(REGISTRY)}.",
-                field="algorithm",
-            )
-        resolved = cls.params_type.from_mapping(params)
+        cls, resolved = catalogue.resolve(algorithm, params)
         sid = stream_id or new_stream_id()
         quota = self.settings.max_streams_per_tenant
         if len(await self.list(tenant)) >= quota:
@@ -137,34 +130,10 @@ class StreamEngine:
                 limit="max_streams_per_tenant",
                 maximum=quota,
             )
-        if issubclass(cls, FeatureSelector):
-            if target is None:
-                raise InvalidInput(f"{algorithm} streams need a target.", field="target")
-            if feature_names is not None:
-                raise InvalidInput(
-                    f"{algorithm} is a feature-stream algorithm; feature_names is for "
-                    "instance streams.",
-                    field="feature_names",
-                )
-            y = np.asarray(target, dtype=np.float64)
-            selector: Selector[Any, Any] = await anyio.to_thread.run_sync(cls.start, resolved, y)
-            size = {"n_instances": int(y.shape[0])}
-        else:
-            assert issubclass(cls, InstanceSelector)
-            if feature_names is None:
-                raise InvalidInput(
-                    f"{algorithm} streams need feature_names.", field="feature_names"
-                )
-            if target is not None:
-                raise InvalidInput(
-                    f"{algorithm} is an instance-stream algorithm; it takes no target.",
-                    field="target",
-                )
-            check_names(
-                feature_names, field="feature_names", max_length=self.settings.max_name_length
-            )
-            selector = await anyio.to_thread.run_sync(cls.start, resolved, list(feature_names))
-            size = {"n_features": len(feature_names)}
+        start, size = catalogue.starter(
+            cls, resolved, target, feature_names, max_name_length=self.settings.max_name_length
+        )
+        selector: Selector[Any, Any] = await anyio.to_thread.run_sync(start)
         now = _iso(self._clock())
         # The stored info: the stream resource as created, never changed afterwards.
         info = {
