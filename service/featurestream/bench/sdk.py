@@ -193,49 +193,6 @@ def instances_sdk(
     )
 
 
-# --------------------------------------------------------------------------- latency writers
-
-
-def instances_writer(url: str, sid: str, stop: Any, counter: Any, write_rate: float) -> None:
-    """``bench latency --writer sdk``: ``stream_instances`` of labelled frames until stopped.
-
-    The SDK asks for frame k only once fewer than ``window`` frames wait for
-    their ack, so at least k - window frames are acknowledged then: the count
-    lags by a window at most, which cancels out of a rate over an interval.
-    """
-    from featurestream.bench.writers import FRAME, WINDOW, frames, paced
-
-    batches = [(X.astype("float64"), y.astype("float64")) for X, y in frames(50)]
-
-    def source() -> Any:
-        for i in paced(stop, write_rate):
-            counter.value = max(0, i - WINDOW) * FRAME
-            yield batches[i % len(batches)]
-
-    with Client(url, timeout=600, window=WINDOW) as c:
-        c.stream(sid).stream_instances(source(), batch_size=FRAME)
-
-
-def features_writer(url: str, sid: str, stop: Any, counter: Any, chunk: int, quick: bool) -> None:
-    """``bench latency --ingest features --writer sdk``: ``add_features`` of --chunk columns
-    of the set's own CSC matrix at a time, round after round under new names."""
-    from featurestream.bench.writers import feature_set, round_name
-
-    data = feature_set(quick)
-    with Client(url, timeout=600, chunk_columns=chunk) as c:
-        s = c.create_stream("saola", target=data.y, id=sid)
-        k = 0
-        while not stop.is_set():
-            for lo in range(0, data.b, chunk):
-                hi = min(data.b, lo + chunk)
-                names = [round_name(k, n) for n in data.names[lo:hi]]
-                s.add_features(data.X[:, lo:hi], names=names)
-                counter.value += hi - lo
-                if stop.is_set():
-                    return
-            k += 1
-
-
 def _sid() -> str:
     return f"bench-{uuid.uuid4().hex[:10]}"
 
@@ -244,7 +201,5 @@ __all__ = [
     "CALLS",
     "CountingClient",
     "features_sdk",
-    "features_writer",
     "instances_sdk",
-    "instances_writer",
 ]

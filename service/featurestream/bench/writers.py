@@ -67,14 +67,10 @@ def run(
     """The writer process's entry point."""
     if ingest == "features":
         if writer == "sdk":
-            from featurestream.bench.sdk import features_writer
-
             features_writer(url, sid, stop, counter, chunk, quick)
         else:
             _features_http(writer, url, sid, stop, counter, chunk, quick)
     elif writer == "sdk":
-        from featurestream.bench.sdk import instances_writer
-
         instances_writer(url, sid, stop, counter, write_rate)
     elif writer == "json":
         _instances_json(url, sid, stop, counter, write_rate)
@@ -198,4 +194,56 @@ def _renamed(data: Any, k: int) -> Any:
     return replace(data, names=[round_name(k, n) for n in data.names])
 
 
-__all__ = ["DIM", "FRAME", "frames", "npy_frames", "paced", "run"]
+# --------------------------------------------------------------------------- the SDK
+
+
+def instances_writer(url: str, sid: str, stop: Any, counter: Any, write_rate: float) -> None:
+    """``bench latency --writer sdk``: ``stream_instances`` of labelled frames until stopped.
+
+    The SDK asks for frame k only once fewer than ``window`` frames wait for
+    their ack, so at least k - window frames are acknowledged then: the count
+    lags by a window at most, which cancels out of a rate over an interval.
+    """
+    from featurestream_client import Client
+
+    batches = [(X.astype("float64"), y.astype("float64")) for X, y in frames(50)]
+
+    def source() -> Any:
+        for i in paced(stop, write_rate):
+            counter.value = max(0, i - WINDOW) * FRAME
+            yield batches[i % len(batches)]
+
+    with Client(url, timeout=600, window=WINDOW) as c:
+        c.stream(sid).stream_instances(source(), batch_size=FRAME)
+
+
+def features_writer(url: str, sid: str, stop: Any, counter: Any, chunk: int, quick: bool) -> None:
+    """``bench latency --ingest features --writer sdk``: ``add_features`` of --chunk columns
+    of the set's own CSC matrix at a time, round after round under new names."""
+    from featurestream_client import Client
+
+    data = feature_set(quick)
+    with Client(url, timeout=600, chunk_columns=chunk) as c:
+        s = c.create_stream("saola", target=data.y, id=sid)
+        k = 0
+        while not stop.is_set():
+            for lo in range(0, data.b, chunk):
+                hi = min(data.b, lo + chunk)
+                names = [round_name(k, n) for n in data.names[lo:hi]]
+                s.add_features(data.X[:, lo:hi], names=names)
+                counter.value += hi - lo
+                if stop.is_set():
+                    return
+            k += 1
+
+
+__all__ = [
+    "DIM",
+    "FRAME",
+    "features_writer",
+    "frames",
+    "instances_writer",
+    "npy_frames",
+    "paced",
+    "run",
+]
