@@ -25,10 +25,13 @@ from featurestream.bench.runs import (
     Deadline,
     RunResult,
     check,
+    peak_rss,
     run_result,
+    service_result,
     start_rss,
 )
 from featurestream.bench.server import SpawnedServer
+from featurestream.engine import catalogue
 from featurestream.selectors import REGISTRY
 from featurestream.selectors.base import InstanceSelector
 
@@ -103,11 +106,10 @@ def instances_service(
     """Every frame over one WebSocket, pipelined (``window`` unanswered); timed to the last ack."""
     import httpx
 
-    cls = REGISTRY[algorithm]
-    assert issubclass(cls, InstanceSelector)
+    supervised = catalogue.supervised(algorithm)
     bounds = _frame_bounds(data)
     encode = _frame_json if path == "json" else _frame_payload
-    payloads = [encode(data, lo, hi, cls.supervised) for lo, hi in bounds]
+    payloads = [encode(data, lo, hi, supervised) for lo, hi in bounds]
     sid = f"bench-{uuid.uuid4().hex[:10]}"
     deadline = Deadline(budget)
     with httpx.Client(base_url=url, timeout=600) as c:
@@ -125,24 +127,14 @@ def instances_service(
         try:
             note = start_rss(server)
             acked, dt, sent = stream_frames(url, sid, payloads, window, deadline)
-            peak = server.peak_rss_bytes() if server is not None else None
+            peak = peak_rss(server)
             selected = check(c.get(f"/v1/streams/{sid}/selected")).json()["features"]
             chosen = [f["name"] for f in selected]
         finally:
             c.delete(f"/v1/streams/{sid}")
     done = bounds[acked - 1][1] if acked else 0
-    return run_result(
-        data,
-        algorithm,
-        "service",
-        params,
-        done,
-        dt,
-        chosen,
-        bytes_sent=sent,
-        peak_rss_bytes=peak,
-        rss_note=note,
-        path=path,
+    return service_result(
+        data, algorithm, params, done, dt, chosen, sent=sent, peak=peak, note=note, path=path
     )
 
 

@@ -347,21 +347,11 @@ def features_service(
                 if deadline.passed():
                     break
             dt = time.perf_counter() - t0
-            peak = server.peak_rss_bytes() if server is not None else None
+            peak = peak_rss(server)
         finally:
             c.delete(f"/v1/streams/{sid}")
-    return run_result(
-        data,
-        algorithm,
-        "service",
-        params,
-        done,
-        dt,
-        chosen,
-        bytes_sent=sent,
-        peak_rss_bytes=peak,
-        rss_note=note,
-        path=path,
+    return service_result(
+        data, algorithm, params, done, dt, chosen, sent=sent, peak=peak, note=note, path=path
     )
 
 
@@ -371,6 +361,40 @@ def start_rss(server: SpawnedServer | None) -> str | None:
     if not server.reset_peak():
         return "peak RSS since the server started (clear_refs refused)"
     return None
+
+
+def peak_rss(server: SpawnedServer | None) -> int | None:
+    """The spawned server's peak RSS so far (None when no server was spawned)."""
+    return server.peak_rss_bytes() if server is not None else None
+
+
+def service_result(
+    data: FeatureData | InstanceData,
+    algorithm: str,
+    params: dict[str, Any],
+    done: int,
+    seconds: float,
+    chosen: list[str],
+    *,
+    sent: int,
+    peak: int | None,
+    note: str | None,
+    path: str,
+) -> RunResult:
+    """A run through the service: ``run_result`` with what the server side measured."""
+    return run_result(
+        data,
+        algorithm,
+        "service",
+        params,
+        done,
+        seconds,
+        chosen,
+        bytes_sent=sent,
+        peak_rss_bytes=peak,
+        rss_note=note,
+        path=path,
+    )
 
 
 def compare(service: RunResult, reference: RunResult) -> None:

@@ -27,10 +27,12 @@ from featurestream.bench.runs import (
     Deadline,
     RunResult,
     chunk_bounds,
-    run_result,
+    peak_rss,
+    service_result,
     start_rss,
 )
 from featurestream.bench.server import SpawnedServer
+from featurestream.engine import catalogue
 from featurestream.selectors import REGISTRY
 from featurestream_client import Client
 
@@ -125,23 +127,13 @@ def features_sdk(
                 if deadline.passed():
                     break
             dt = time.perf_counter() - t0
-            peak = server.peak_rss_bytes() if server is not None else None
+            peak = peak_rss(server)
             chosen = list(result.selected) if result is not None else []
             sent = c.bytes_sent[0]
         finally:
             s.delete()
-    return run_result(
-        data,
-        algorithm,
-        "service",
-        params,
-        done,
-        dt,
-        chosen,
-        bytes_sent=sent,
-        peak_rss_bytes=peak,
-        rss_note=note,
-        path="sdk",
+    return service_result(
+        data, algorithm, params, done, dt, chosen, sent=sent, peak=peak, note=note, path="sdk"
     )
 
 
@@ -155,7 +147,7 @@ def instances_sdk(
     window: int = 64,
 ) -> RunResult:
     """``stream_instances`` of the data set's own rows (float64, or CSR), timed with encoding."""
-    supervised = REGISTRY[algorithm].supervised  # type: ignore[attr-defined]
+    supervised = catalogue.supervised(algorithm)
     frame = data.spec.frame
     deadline = Deadline(budget)
     c = CountingClient(url, window=window)
@@ -174,22 +166,12 @@ def instances_sdk(
                     break
             dt = time.perf_counter() - t0
             sent = c.bytes_sent[0]
-            peak = server.peak_rss_bytes() if server is not None else None
+            peak = peak_rss(server)
             chosen = list(s.selected().names)
         finally:
             s.delete()
-    return run_result(
-        data,
-        algorithm,
-        "service",
-        params,
-        done,
-        dt,
-        chosen,
-        bytes_sent=sent,
-        peak_rss_bytes=peak,
-        rss_note=note,
-        path="sdk",
+    return service_result(
+        data, algorithm, params, done, dt, chosen, sent=sent, peak=peak, note=note, path="sdk"
     )
 
 
