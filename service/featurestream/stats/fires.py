@@ -1,6 +1,6 @@
 """FIRES with a probit base model: the parameter update, the weights and the selection.
 
-ALGORITHMS.md, "FIRES". The model keeps, for each of the d features, a Gaussian
+docs/algorithms/fires.md, "Exact rules". The model keeps, for each of the d features, a Gaussian
 belief N(mu_j, sigma_j^2) about the probit coefficient. For a batch (X_b, y_b)
 of n_b instances with y in {-1, +1}, ``epochs`` times:
 
@@ -14,7 +14,7 @@ Weights: w = (mu^2 - penalty_s sigma^2) / (2 penalty_r), min-max scaled to
 [0, 1] when ``scale_weights`` (all equal -> all 0). Selected: the m largest
 weights in descending order, ties to the lower index.
 
-Multi-class targets (ALGORITHMS.md, "Targets") are one-vs-rest: K (mu, sigma)
+Multi-class targets (docs/algorithms/fires.md, "The choices made") are one-vs-rest: K (mu, sigma)
 pairs stacked as (K, d) arrays, class k updated with y = +1 for its instances
 and -1 for the others (:func:`fires_update_ovr`, which calls :func:`fires_update`
 once per class), and a feature's weight the largest of its K per-class weights
@@ -52,7 +52,7 @@ def inverse_mills(t: Vector) -> Vector:
 
     Computed as exp(log phi(t) - log Phi(t)) with ``scipy.special.log_ndtr``:
     for t below about -38, Phi(t) underflows to 0 and the plain quotient is
-    0/0, while the ratio itself behaves like -t (ALGORITHMS.md, "FIRES", step 2).
+    0/0, while the ratio itself behaves like -t (docs/algorithms/fires.md, "Exact rules", step 2).
 
     >>> inverse_mills(np.array([0.0])).round(6).tolist()
     [0.797885]
@@ -136,7 +136,7 @@ def fires_update_ovr(
     lr_sigma: float = 0.01,
     epochs: int = 1,
 ) -> tuple[Matrix, Matrix]:
-    """One-vs-rest update of K probit models (ALGORITHMS.md, "Targets").
+    """One-vs-rest update of K probit models (docs/algorithms/fires.md, "The choices made").
 
     ``mu`` and ``sigma`` are (K, d); ``codes`` holds the class code 0..K-1 of
     each row. Model k learns y = +1 for rows of class k and -1 for the others.
@@ -156,7 +156,7 @@ def fires_update_ovr(
 def _min_max(w: Vector) -> Vector:
     lo = float(w.min())
     hi = float(w.max())
-    # All weights equal: there is no range to scale to, and ALGORITHMS.md maps
+    # All weights equal: there is no range to scale to, and docs/algorithms/fires.md maps
     # them all to 0 rather than dividing by zero.
     if hi == lo:
         return np.zeros_like(w)

@@ -1,6 +1,6 @@
 """NRFS: one computation of noise-resistant unsupervised feature selection on a window.
 
-ALGORITHMS.md, "NRFS on a window", steps 1-8, on the window's n instances X
+docs/algorithms/nrfs.md, "One computation", steps 1-8, on the window's n instances X
 (n x m):
 
 1. Similarity graph W over all m features (Gaussian with width sigma, default
@@ -78,7 +78,7 @@ Similarity = Literal["gaussian", "cosine"]
 # Cap on the similarity layers and Gram matrices held at once, in float64
 # elements (64 MiB): the representatives are processed in blocks of that size.
 _BLOCK_ELEMENTS = 1 << 23
-# Neighbours of the local outlier factor (ALGORITHMS.md, step 3).
+# Neighbours of the local outlier factor (docs/algorithms/nrfs.md, step 3).
 _LOF_NEIGHBOURS = 20
 
 
@@ -183,7 +183,7 @@ def median_distance(X: Matrix) -> float:
     if X.shape[0] < 2:
         return 1.0
     med = float(np.median(distance.pdist(X)))
-    # Identical instances give width 0; ALGORITHMS.md step 5 uses 1 there, and
+    # Identical instances give width 0; docs/algorithms/nrfs.md step 5 uses 1 there, and
     # step 1 follows the same rule rather than dividing by zero.
     return med if med > 0.0 else 1.0
 
@@ -279,7 +279,7 @@ def closest_pair_split(Z: Matrix) -> tuple[IntVector, IntVector]:
     """Split the rows of Z in two by repeatedly pairing the closest remaining rows.
 
     Each step takes the closest pair (i, j), i < j, among rows not yet taken
-    and sends i to the first half and j to the second (ALGORITHMS.md step 4;
+    and sends i to the first half and j to the second (docs/algorithms/nrfs.md step 4;
     equal distances: the pair (i, j) that comes first lexicographically). With
     an odd count, the last row left joins the first half.
 
@@ -383,7 +383,7 @@ def subspace_widths(X: Matrix, N: IntVector) -> Vector:
     if n < 2:
         return np.ones(m)
     widths = np.array([np.median(distance.pdist(X[:, N[j]])) for j in range(m)])
-    # A subspace where at least half the pairs coincide has width 0; ALGORITHMS.md
+    # A subspace where at least half the pairs coincide has width 0; docs/algorithms/nrfs.md
     # step 5 uses 1 there.
     return np.where(widths > 0.0, widths, 1.0)
 

@@ -1,4 +1,4 @@
-"""Running standardisation of instances (ALGORITHMS.md, OFS "Scaling").
+"""Running standardisation of instances (docs/algorithms/fires.md, "Exact rules", `scale`).
 
 With ``scale: "standard"`` an instance-stream selector standardises each
 instance before it learns from it, with the running mean and variance of every
@@ -83,7 +83,7 @@ def standardise_running(count: int, mean: Vector, M2: Vector, X: Matrix) -> Stan
     M2s = M2 + np.cumsum((X - previous) * (X - means), axis=0)
     var = M2s / t
     positive = var > 0.0
-    # A feature whose variance is 0 so far maps to 0 (ALGORITHMS.md, OFS "Scaling").
+    # A feature whose variance is 0 so far maps to 0 (docs/algorithms/fires.md, `scale`).
     sd = np.sqrt(np.where(positive, var, 1.0))
     Z = np.where(positive, (X - means) / sd, 0.0)
     return Standardised(Z, count + n_b, means[-1].copy(), M2s[-1].copy())

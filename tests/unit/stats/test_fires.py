@@ -1,4 +1,4 @@
-"""FIRES probit update, weights and selection (ALGORITHMS.md, "FIRES")."""
+"""FIRES probit update, weights and selection (docs/algorithms/fires.md, "Exact rules")."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def plain_update(
     lr_sigma: float,
     epochs: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Steps 1-3 of ALGORITHMS.md "FIRES", one instance and one feature at a time."""
+    """Steps 1-3 of docs/algorithms/fires.md, "Exact rules", one instance and feature at a time."""
     mu = mu.copy()
     sigma = sigma.copy()
     n, d = X.shape

@@ -1,4 +1,4 @@
-"""NRFS on a window (ALGORITHMS.md, "NRFS on a window"): pieces, determinism, the paper's data."""
+"""NRFS on a window (docs/algorithms/nrfs.md): pieces, determinism, the paper's data."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from featurestream.stats.scaling import standardise_running
 def welford_loop(
     count: int, mean: np.ndarray, M2: np.ndarray, X: np.ndarray
 ) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
-    """ALGORITHMS.md, OFS "Scaling", transcribed one instance at a time."""
+    """docs/algorithms/fires.md, `scale: "standard"`, transcribed one instance at a time."""
     mean = mean.copy()
     M2 = M2.copy()
     Z = np.zeros_like(X)
