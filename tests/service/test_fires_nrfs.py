@@ -224,5 +224,22 @@ def test_nrfs_refuses_a_window_too_large_or_too_many_features(client: TestClient
         assert r.status_code == 422, r.text
         errors = r.json()["errors"]
         assert errors[0]["field"] == (field or "params.num_features")
+    # Past 5,000 instances one computation's n x n matrices would exhaust memory or
+    # take minutes, whatever d; and with many features the window's own values bound it.
+    wide_names = [f"w{i}" for i in range(30_000)]
+    for params, names in (
+        ({"num_features": 2, "window": 5001}, NAMES),
+        (
+            {"num_features": 2, "window": 5000},
+            wide_names,
+        ),
+    ):
+        r = client.post(
+            "/v1/streams",
+            json={"algorithm": "nrfs", "params": params, "feature_names": names},
+        )
+        assert r.status_code == 422, r.text
+        assert r.json()["errors"][0]["field"] == "params.window"
+    assert client.get("/healthz").status_code == 200
     assert NRFSParams.from_mapping(NRFS_PARAMS).refresh == 10
     assert FIRESParams.from_mapping(FIRES_PARAMS).scale == "standard"

@@ -31,6 +31,10 @@ from featurestream.stats.nrfs import nrfs
 
 # Largest window the service keeps, in values (window x d float64 numbers: 1 GiB).
 MAX_WINDOW_VALUES = 1 << 27
+# Largest window in instances: one computation holds n x n matrices (the similarity
+# graph, its eigenvectors, pairwise distances), 200 MB each at n = 5,000, and takes
+# about a minute there on one core; a larger window would exhaust memory or time.
+MAX_WINDOW = 5000
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,7 @@ class NRFSParams(Params):
     algorithm: ClassVar[str] = "NRFS"
     constraints: ClassVar[dict[str, Any]] = {
         "num_features": Interval(int, 1, None, "left"),
-        "window": Interval(int, 3, None, "left"),
+        "window": Interval(int, 3, MAX_WINDOW, "both"),
         "refresh": NoneOr(Interval(int, 1, None, "left")),
         "min_instances": Interval(int, 3, None, "left"),
         "clusters": Interval(int, 2, None, "left"),
@@ -358,4 +362,13 @@ class NRFS(InstanceSelector[NRFSParams, NRFSState]):
         return InstanceUpdate(instances=m, instances_seen=seen, selection_changed=changed)
 
 
-__all__ = ["NRFS", "FractionOrCount", "NRFSParams", "NRFSState", "in_order", "push"]
+__all__ = [
+    "MAX_WINDOW",
+    "MAX_WINDOW_VALUES",
+    "NRFS",
+    "FractionOrCount",
+    "NRFSParams",
+    "NRFSState",
+    "in_order",
+    "push",
+]

@@ -8,7 +8,14 @@ import pytest
 from featurestream import codec
 from featurestream.errors import InvalidInput, InvalidParameter
 from featurestream.selectors import REGISTRY
-from featurestream.selectors.nrfs import MAX_WINDOW_VALUES, NRFS, NRFSParams, in_order, push
+from featurestream.selectors.nrfs import (
+    MAX_WINDOW,
+    MAX_WINDOW_VALUES,
+    NRFS,
+    NRFSParams,
+    in_order,
+    push,
+)
 from featurestream.stats.nrfs import nrfs
 from tests.unit.selectors.common import blob
 from tests.unit.stats.nrfs_synthetic import make_dataset
@@ -91,12 +98,17 @@ def test_checks_that_need_the_feature_count() -> None:
     assert info.value.parameter == "num_features" and "at most the number of features (3)" in str(
         info.value
     )
-    d = 1024
+    d = 32_768  # wide enough for the values bound to come below MAX_WINDOW
     too_wide = MAX_WINDOW_VALUES // d + 1
+    assert too_wide <= MAX_WINDOW
     with pytest.raises(InvalidParameter) as info:
         start(d=d, window=too_wide)
     assert info.value.parameter == "window" and str(MAX_WINDOW_VALUES // d) in str(info.value)
     assert start(d=d, window=too_wide - 1).state.window.shape == (0, d)
+    # Whatever d, a window above MAX_WINDOW instances is refused by its constraint.
+    with pytest.raises(InvalidParameter) as info:
+        start(d=3, window=MAX_WINDOW + 1)
+    assert info.value.parameter == "window" and f"[3, {MAX_WINDOW}]" in str(info.value)
 
 
 def test_the_window_is_a_ring_buffer() -> None:
