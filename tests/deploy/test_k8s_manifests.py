@@ -183,7 +183,8 @@ def test_ingress_routes_to_the_service_and_bounds_what_it_forwards(name: str) ->
     # Bodies reach a pod only whole, and no larger than the server takes.
     assert notes["nginx.ingress.kubernetes.io/proxy-request-buffering"] == "on"
     size = notes["nginx.ingress.kubernetes.io/proxy-body-size"]
-    assert int(size.removesuffix("m")) * 2**20 == Settings.model_fields["max_request_bytes"].default
+    env = m.one(docs, "ConfigMap", "featurestream-config")["data"]
+    assert int(size.removesuffix("m")) * 2**20 == int(env["FEATURESTREAM_MAX_REQUEST_BYTES"])
 
 
 @OVERLAYS
