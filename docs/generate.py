@@ -217,6 +217,47 @@ def _websockets(lines: list[str]) -> None:
             lines.append("")
 
 
+def _array_bodies(lines: list[str]) -> None:
+    lines += [
+        "## Array bodies and frames",
+        "",
+        "`.npy` and `.npz` bodies (and binary WebSocket frames) are checked in full",
+        "before anything is allocated, inflated or applied; none is ever unpickled.",
+        "",
+        "* `.npy`: format version 1.0 or 2.0; a plain dtype of integers or floats (either",
+        "  byte order; bool, complex, str, object and structured dtypes are refused); C or",
+        "  Fortran order; 1-D or 2-D; the bytes after the header are exactly those of the",
+        "  declared shape, no more, no fewer.",
+        "* `.npz`: `scipy.sparse.save_npz` of a `csr`, `csc` or `coo` matrix (`bsr` and",
+        "  `dia` are refused), its members stored or deflated, and no member but those",
+        "  `save_npz` writes (and `names.npy` for feature columns). Index arrays are of",
+        "  integers; `indptr` has one entry per row (csr) or column (csc) plus one,",
+        "  starts at 0, never decreases and ends at the number of values, which",
+        "  `indices` and `data` both hold; every index is in `[0, dimension)`. Repeated",
+        "  positions are summed.",
+        "* Limits, on what the body declares: the members' uncompressed sizes, as the",
+        "  zip directory states them (a member inflates no further), together at most",
+        "  `max_request_bytes` (413 `limit-exceeded`, `limit: max_request_bytes`); a",
+        "  batch of instances at most `max_instances_per_request` rows and",
+        "  `max_columns_per_request` + 1 columns (the label), feature columns at most",
+        "  `max_columns_per_request` (413 `limit-exceeded`, naming the setting); no",
+        "  dimension above 2^40.",
+        "* Anything else (not a zip, a truncated or corrupt archive, an unsupported zip",
+        "  version or compression, a bad header, an index out of range) is a 422",
+        "  `invalid-input` whose `errors[].field` is `body` or `body:<member>`; on a",
+        "  WebSocket, the frame's `error` message.",
+        "",
+        "A request body must arrive whole within `body_timeout` seconds of its first",
+        "read, however it is paced (408 `request-timeout`). With API keys, a request",
+        "that carries a body without a valid key is answered 401 before any of the",
+        "body is read.",
+        "",
+        "In `GET .../events?after=<version>-<index>`, both numbers are below 2^63",
+        "(422 `invalid-input`, `field: after`, beyond).",
+        "",
+    ]
+
+
 def _errors(lines: list[str]) -> None:
     lines += [
         "## Errors",
@@ -301,6 +342,7 @@ def render_api() -> str:
     for path, method, op in ops:
         _operation(lines, method, path, op)
     _websockets(lines)
+    _array_bodies(lines)
     _errors(lines)
     _schemas(lines, spec.get("components", {}).get("schemas", {}))
     return "\n".join(lines).rstrip() + "\n"

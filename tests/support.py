@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -115,3 +116,14 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def zip_version_needed(body: bytes, version: int) -> bytes:
+    """A zip ``body`` whose every header says "version needed to extract: version / 10"."""
+    out = bytearray(body)
+    for signature, offset in ((b"PK\x03\x04", 4), (b"PK\x01\x02", 6)):
+        at = out.find(signature)
+        while at >= 0:
+            struct.pack_into("<H", out, at + offset, version)
+            at = out.find(signature, at + 4)
+    return bytes(out)

@@ -47,7 +47,10 @@ class Settings(BaseSettings):
         "keys, the streams of the whole server.",
     )
     body_timeout: float = Field(
-        60.0, gt=0, description="Seconds to receive a request body (408 when a client stalls)."
+        60.0,
+        gt=0,
+        description="Seconds to receive a whole request body, from its first read "
+        "(408 when it has not all arrived: a client trickling bytes gets it too).",
     )
     replay_window: int = Field(
         1000, ge=1000, description="Stored responses kept per producer for seq replays."

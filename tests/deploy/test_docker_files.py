@@ -135,8 +135,8 @@ def test_dockerfile_healthcheck_asks_a_real_route_on_the_exposed_port() -> None:
 # --------------------------------------------------------------------------- compose
 
 
-def test_compose_has_the_service_and_redis() -> None:
-    assert set(m.compose()["services"]) == {"featurestream", "redis"}
+def test_compose_has_the_service_redis_and_the_proxy() -> None:
+    assert set(m.compose()["services"]) == {"featurestream", "redis", "proxy"}
 
 
 def test_compose_builds_the_dockerfile_from_the_repository_root() -> None:
@@ -175,12 +175,44 @@ def test_compose_store_url_points_at_the_redis_service() -> None:
     assert "--port" not in services[url.hostname].get("command", [])
 
 
-def test_compose_publishes_the_port_the_server_listens_on() -> None:
-    service = m.compose()["services"]["featurestream"]
+def test_compose_publishes_only_the_proxy_which_forwards_to_the_server() -> None:
+    services = m.compose()["services"]
+    service = services["featurestream"]
     listens = m.serve_port(image_command()[1:], m.compose_env("featurestream"))
-    published = [str(p) for p in service["ports"]]
-    assert published == [f"{listens}:{listens}"]
+    assert "ports" not in service, "the server is reached only through the proxy"
+    assert [str(p) for p in service["expose"]] == [str(listens)]
     assert listens == int(runtime_stage().all("EXPOSE")[0])
+    conf = nginx_conf()
+    (proxy_listens,) = re.findall(r"^\s*listen (\d+);", conf, re.M)
+    assert [str(p) for p in services["proxy"]["ports"]] == [f"{listens}:{proxy_listens}"]
+    assert re.search(rf"^\s*server featurestream:{listens};", conf, re.M)
+    (mount,) = services["proxy"]["volumes"]
+    source, target, mode = mount.split(":")
+    assert (m.DOCKER / source).resolve() == m.DOCKER / "nginx.conf"
+    assert target == "/etc/nginx/nginx.conf" and mode == "ro"
+
+
+def nginx_conf() -> str:
+    return (m.DOCKER / "nginx.conf").read_text()
+
+
+def nginx_seconds(name: str) -> float:
+    (value,) = re.findall(rf"^\s*{name} (\d+)s;", nginx_conf(), re.M)
+    return float(value)
+
+
+def test_the_proxy_bounds_slow_clients_and_takes_the_servers_bodies() -> None:
+    # uvicorn sets no timeout on reading headers: the proxy must.
+    assert 0 < nginx_seconds("client_header_timeout") <= 30
+    assert 0 < nginx_seconds("client_body_timeout") <= 60
+    assert 0 < nginx_seconds("keepalive_timeout") <= 60
+    conf = nginx_conf()
+    assert re.search(r"^\s*proxy_request_buffering on;", conf, re.M)
+    (size,) = re.findall(r"^\s*client_max_body_size (\d+)m;", conf, re.M)
+    assert int(size) * 2**20 == Settings.model_fields["max_request_bytes"].default
+    # The WebSocket route is upgraded.
+    assert "proxy_set_header Upgrade $http_upgrade;" in conf
+    assert conf.count("{") == conf.count("}")
 
 
 def test_compose_healthcheck_asks_a_real_route() -> None:

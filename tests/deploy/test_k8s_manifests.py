@@ -66,6 +66,7 @@ def test_overlay_renders_the_expected_resources(name: str) -> None:
     api = [
         "ConfigMap/featurestream-config",
         "Deployment/featurestream",
+        "Ingress/featurestream",
         "PodDisruptionBudget/featurestream",
         "Secret/featurestream-api-keys",
         "Service/featurestream",
@@ -165,6 +166,25 @@ def test_service_selects_the_pods_and_targets_the_container_port(name: str) -> N
     (port,) = service["spec"]["ports"]
     container = api_container(docs)
     assert container_port(container, port["targetPort"]) == container["ports"][0]["containerPort"]
+
+
+@OVERLAYS
+def test_ingress_routes_to_the_service_and_bounds_what_it_forwards(name: str) -> None:
+    docs = m.overlay(name)
+    ingress = m.one(docs, "Ingress", "featurestream")
+    service = m.one(docs, "Service", "featurestream")
+    (rule,) = ingress["spec"]["rules"]
+    (path,) = rule["http"]["paths"]
+    assert path["path"] == "/" and path["pathType"] == "Prefix"
+    backend = path["backend"]["service"]
+    assert backend["name"] == service["metadata"]["name"]
+    assert backend["port"]["name"] in [p["name"] for p in service["spec"]["ports"]]
+    notes = ingress["metadata"]["annotations"]
+    # Bodies reach a pod only whole, and no larger than the server takes.
+    assert notes["nginx.ingress.kubernetes.io/proxy-request-buffering"] == "on"
+    size = notes["nginx.ingress.kubernetes.io/proxy-body-size"]
+    env = m.one(docs, "ConfigMap", "featurestream-config")["data"]
+    assert int(size.removesuffix("m")) * 2**20 == int(env["FEATURESTREAM_MAX_REQUEST_BYTES"])
 
 
 @OVERLAYS

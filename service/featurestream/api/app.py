@@ -18,6 +18,7 @@ from featurestream.api import problems, schemas, ws
 from featurestream.api.auth import KeyRing
 from featurestream.api.metrics import Metrics
 from featurestream.api.middleware import (
+    AuthBeforeBody,
     BodyLimitMiddleware,
     MetricsMiddleware,
     RequestContextMiddleware,
@@ -75,6 +76,9 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
     app.add_middleware(
         BodyLimitMiddleware, limit=settings.max_request_bytes, timeout=settings.body_timeout
     )
+    # Outside the body limit: a request without a valid key is refused before its body
+    # is read at all.
+    app.add_middleware(AuthBeforeBody)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     # Outermost: every log line of a request, and its response, carry the request id.
     app.add_middleware(RequestContextMiddleware)

@@ -4,8 +4,10 @@
   the access log line;
 * :class:`MetricsMiddleware`: requests by route, method and status, and their
   time (rendered by ``metrics.py``);
+* :class:`AuthBeforeBody`: 401 for a request with a body and without a valid
+  API key, before a byte of the body is read;
 * :class:`BodyLimitMiddleware`: 413 for bodies over the limit, 408 for bodies
-  that do not arrive in time;
+  that do not arrive in time (one deadline for the whole body);
 * :class:`SelectionReads`: the polled ``GET /selected``, answered ahead of the
   router.
 """
@@ -108,9 +110,42 @@ class MetricsMiddleware:
             self.metrics.observe(path, scope["method"], status, time.perf_counter() - start)
 
 
+class AuthBeforeBody:
+    """401 for a ``/v1`` request that carries a body but no valid API key, unread.
+
+    The routes check the key in a dependency, which FastAPI resolves only after
+    it has read and parsed the body: without this gate, anyone could hold a
+    connection and a buffer by trickling a body to ``POST /v1/streams``. The
+    routes' own check stays, for requests without a body. Without API keys
+    configured, it lets everything through.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1/") and _has_body(scope):
+            try:
+                tenant_of(HTTPConnection(scope))
+            except FeatureStreamError as exc:
+                await problems.problem_for(exc)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _has_body(scope: Scope) -> bool:
+    for key, value in scope.get("headers", ()):
+        if key == b"transfer-encoding" or (key == b"content-length" and value.strip() != b"0"):
+            return True
+    return False
+
+
 class BodyLimitMiddleware:
     """413 for bodies over the limit (by Content-Length up front, or while reading), and
-    408 when the body does not arrive within the timeout.
+    408 when the whole body has not arrived within the timeout.
+
+    The timeout bounds the body as a whole, from the first read: a client that
+    trickles a byte now and then gets its 408 as surely as one that stops.
 
     When the limit or the timeout strikes mid-body, the app is told the client left
     (``http.disconnect``) and the middleware answers the problem itself: however a
@@ -135,14 +170,23 @@ class BodyLimitMiddleware:
         received = 0
         refused: FeatureStreamError | None = None
         started = False
+        complete = False
+        deadline: float | None = None
 
         async def limited() -> Message:
-            nonlocal received, refused
+            nonlocal received, refused, complete, deadline
             if refused is not None:
                 return {"type": "http.disconnect"}
+            if complete:
+                # The whole body is in: later reads only wait for the client to leave.
+                return await receive()
+            loop = asyncio.get_running_loop()
+            if deadline is None:
+                deadline = loop.time() + self.timeout
             try:
-                # A client that stalls mid-body would otherwise hold its buffers forever.
-                message = await asyncio.wait_for(receive(), self.timeout)
+                # One deadline for the whole body: a client that stalls or trickles
+                # mid-body would otherwise hold its connection and buffers forever.
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
             except TimeoutError:
                 refused = RequestTimeout(self.timeout)
                 return {"type": "http.disconnect"}
@@ -151,6 +195,7 @@ class BodyLimitMiddleware:
                 if received > self.limit:
                     refused = PayloadTooLarge(self.limit)
                     return {"type": "http.disconnect"}
+                complete = not message.get("more_body", False)
             return message
 
         async def guarded(message: Message) -> None:
@@ -215,6 +260,7 @@ class SelectionReads:
 
 
 __all__ = [
+    "AuthBeforeBody",
     "BodyLimitMiddleware",
     "MetricsMiddleware",
     "RequestContextMiddleware",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from featurestream.engine.results import EventPage, EventRecord
 from featurestream.errors import InvalidInput
@@ -17,7 +18,8 @@ async def read_events(
     out: list[EventRecord] = []
     next_version = max(after_v, 1)
     while len(out) < limit:
-        entries = await store.events(stream_id, next_version, 64)
+        # Each entry holds one or more events: never load more entries than events wanted.
+        entries = await store.events(stream_id, next_version, min(_CHUNK, limit - len(out)))
         if not entries:
             break
         for entry in entries:
@@ -41,16 +43,26 @@ async def read_events(
     return EventPage(out, out[-1].id if out else after)
 
 
+_CHUNK = 64
+# Versions and indices are stored as 64-bit integers (Redis stream ids): at most 19 digits,
+# and below 2**63.
+_EVENT_ID = re.compile(r"([0-9]{1,19})-([0-9]{1,19})")
+_MAX_PART = 2**63 - 1
+
+
 def _parse_event_id(value: str) -> tuple[int, int]:
-    try:
-        v, i = value.split("-", 1)
-        out = int(v), int(i)
-    except ValueError:
+    match = _EVENT_ID.fullmatch(value)
+    if match is None:
         raise InvalidInput(
-            f"Event ids look like '<version>-<index>'; got {value!r}.", field="after"
-        ) from None
-    if out[0] < 0 or out[1] < 0:
-        raise InvalidInput(f"Event ids are non-negative; got {value!r}.", field="after")
+            "Event ids look like '<version>-<index>' (two non-negative integers); "
+            f"got {value[:64]!r}.",
+            field="after",
+        )
+    out = int(match[1]), int(match[2])
+    if out[0] > _MAX_PART or out[1] > _MAX_PART:
+        raise InvalidInput(
+            f"Event ids are at most {_MAX_PART}-{_MAX_PART}; got {value!r}.", field="after"
+        )
     return out
 
 

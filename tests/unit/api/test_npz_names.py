@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import scipy.sparse
 
-from featurestream.api.arrays import NAMES_MEMBER, load_npz_columns, npz_names
+from featurestream.api.arrays import NAMES_MEMBER, Bounds, load_npz_columns, npz_names
 from featurestream.errors import InvalidInput
 
-LIMIT = 1 << 26
+LIMIT = Bounds(1 << 26)
 M = scipy.sparse.csc_matrix(np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]]))  # n = 2, b = 3
 
 
@@ -81,4 +81,4 @@ def test_names_must_be_str(names: np.ndarray) -> None:
 def test_the_expanded_size_counts_the_member_too() -> None:
     body = npz(np.array(["n" * 10_000, "y", "z"]))
     with pytest.raises(Exception, match="uncompressed"):
-        load_npz_columns(body, 20_000)
+        load_npz_columns(body, Bounds(20_000))

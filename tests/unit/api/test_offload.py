@@ -13,6 +13,7 @@ import pytest
 import scipy.sparse
 
 from featurestream.api import offload
+from featurestream.api.arrays import Bounds
 from featurestream.api.ws.messages import FrameDecoder
 
 pytestmark = pytest.mark.anyio
@@ -69,7 +70,8 @@ def _npz(a: np.ndarray) -> bytes:
 async def test_frames_costly_to_read_are_read_in_a_thread(
     message: dict[str, Any], in_thread: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    decoder = FrameDecoder("s", "instances", supervised=False, producer="p", max_bytes=1 << 30)
+    bounds = Bounds(1 << 30)
+    decoder = FrameDecoder("s", "instances", supervised=False, producer="p", bounds=bounds)
     threads: list[int] = []
     real = decoder.decode
 

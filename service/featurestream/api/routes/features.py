@@ -68,17 +68,16 @@ async def add_features(stream_id: StreamIdPath, request: Request, engine: Engine
     body = await request.body()
     kind = bodies.media_type(request)
     if kind in (bodies.NPY_MEDIA_TYPE, bodies.NPZ_MEDIA_TYPE):
-        max_bytes = engine.settings.max_request_bytes
+        bounds = arrays.Bounds.features(engine.settings)
         header_names = bodies.header_list(request, "X-Feature-Names")
 
         def load() -> tuple[Any, list[str] | None]:
             if kind == bodies.NPZ_MEDIA_TYPE:
                 # Names may come inside the archive (names.npy) instead of the header.
-                return arrays.load_npz_columns(body, max_bytes, header_names)
-            arr = arrays.load_npy(body)
-            return (arr[:, None].T if arr.ndim == 1 else arr.T), header_names
+                return arrays.load_npz_columns(body, bounds, header_names)
+            return arrays.load_npy(body, bounds, vector="column").T, header_names
 
-        X, names = await offload.run(len(body), load)
+        X, names = await offload.run(arrays.decoded_size(body), load)
         if names is not None and len(names) != X.shape[0]:
             raise InvalidInput(
                 f"X-Feature-Names has {len(names)} names for {X.shape[0]} columns.",

@@ -29,19 +29,18 @@ async def add_instances(stream_id: StreamIdPath, request: Request, engine: Engin
         label = request.headers.get("X-Label-Column")
         if label not in (None, "last", "none"):
             raise InvalidInput("X-Label-Column must be 'last' or absent.", field="X-Label-Column")
-        max_bytes = engine.settings.max_request_bytes
+        bounds = arrays.Bounds.instances(engine.settings)
 
         def load() -> tuple[Any, Any]:
             if kind == bodies.NPY_MEDIA_TYPE:
-                arr = arrays.load_npy(body)
-                A = arr[None, :] if arr.ndim == 1 else arr
+                A = arrays.load_npy(body, bounds)
             else:
-                A = arrays.load_sparse_instances(body, max_bytes)
+                A = arrays.load_sparse_instances(body, bounds)
             # Splitting off the labels copies the matrix: beside the loop, too.
             X, y = arrays.split_labels(A, label == "last", "With X-Label-Column: last, the body")
             return (np.ascontiguousarray(X) if isinstance(X, np.ndarray) else X), y
 
-        X, y = await offload.run(len(body), load)
+        X, y = await offload.run(arrays.decoded_size(body), load)
         result = await engine.add_instances(
             stream_id,
             X,

@@ -38,25 +38,26 @@ class FrameDecoder:
     """Decodes the frames of one connection (its stream's kind fixes what is accepted)."""
 
     def __init__(
-        self, stream_id: str, kind: str, *, supervised: bool, producer: str, max_bytes: int
+        self, stream_id: str, kind: str, *, supervised: bool, producer: str, bounds: arrays.Bounds
     ) -> None:
         self.stream_id = stream_id
         self.kind = kind
         self.supervised = supervised
         self.producer = producer
-        self.max_bytes = max_bytes
+        self.bounds = bounds
 
     async def read(self, message: MutableMapping[str, Any], seq: int) -> Frame:
         """:meth:`decode`, in a decode thread for a large frame that is costly to read.
 
         The common binary frame (a float .npy read in place, without a copy) is
         read inline whatever its size; a sparse (.npz) frame, a JSON frame or
-        an .npy frame that must be converted is read in a thread when large.
+        an .npy frame that must be converted is read in a thread when large
+        (an archive by the sizes its members inflate to).
         """
         data = message.get("bytes")
         if data is not None:
             costly = data[:2] == b"PK" or arrays.npy_view(data) is None
-            size = len(data) if costly else 0
+            size = arrays.decoded_size(data) if costly else 0
         else:
             size = len(message.get("text") or "")
         return await offload.run(size, lambda: self.decode(message, seq))
@@ -69,7 +70,7 @@ class FrameDecoder:
             data = message.get("bytes")
             if data is not None:
                 if data[:2] == b"PK":  # a zip: a sparse frame (scipy.sparse.save_npz)
-                    A = arrays.load_sparse_instances(data, self.max_bytes)
+                    A = arrays.load_sparse_instances(data, self.bounds)
                     X, y = arrays.split_labels(A, self.supervised, "A binary frame")
                     return Frame(seq, X, y)
                 return self._npy(data, seq)
@@ -78,9 +79,7 @@ class FrameDecoder:
             return Frame(seq, error=exc)
 
     def _npy(self, data: bytes, seq: int) -> Frame:
-        A = arrays.load_npy_frame(data)
-        if A.ndim == 1:
-            A = A[None, :]
+        A = arrays.load_npy_frame(data, self.bounds)
         X, y = arrays.split_labels(A, self.supervised, "A binary frame")
         return Frame(seq, X, y)
 

@@ -36,6 +36,7 @@ from starlette.status import (
 )
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
+from featurestream.api import arrays
 from featurestream.api.problems import problem_of
 from featurestream.api.ws.messages import FrameDecoder, not_instances
 from featurestream.engine import (
@@ -186,7 +187,7 @@ class Session:
             stream.kind,
             supervised=self.engine.supervised(stream.algorithm),
             producer=self.producer,
-            max_bytes=self.engine.settings.max_request_bytes,
+            bounds=arrays.Bounds.instances(self.engine.settings),
         )
         async with self.engine.subscribe(self.stream_id) as sub:
             if self.kind == "instances":
