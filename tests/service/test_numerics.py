@@ -183,6 +183,17 @@ def test_a_feature_stream_whose_target_overflows_its_state_is_not_created(
         y = [float(i % 2) for i in range(20)]
         r = c.post("/v1/streams", json={"id": "ai", "algorithm": "alpha_investing", "target": y})
         assert r.status_code == 201, r.text
+        # Parameters are numbers the state computes with: an infinity, or an integer
+        # beyond int64, is an invalid parameter (both were accepted; an OFS stream then
+        # answered its first write with a 500).
+        for text in (
+            '{"num_features": 1, "ridge": Infinity}',
+            '{"num_features": 1' + "0" * 30 + "}",
+        ):
+            body = '{"algorithm": "fsds", "feature_names": ["a", "b"], "params": ' + text + "}"
+            r = c.post("/v1/streams", content=body, headers={"content-type": "application/json"})
+            assert r.status_code == 422, r.text
+            assert r.json()["type"] == "/problems/invalid-parameter"
 
 
 def test_a_websocket_frame_that_overflows_the_state_is_refused_and_uses_its_seq(

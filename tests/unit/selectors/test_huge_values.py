@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from featurestream import codec
-from featurestream.errors import InvalidInput, NumericallyUnstable
+from featurestream.errors import InvalidInput, InvalidParameter, NumericallyUnstable
 from featurestream.selectors import (
     FSDS,
     REGISTRY,
@@ -183,3 +183,21 @@ def test_fsds_never_hands_a_non_finite_sketch_to_the_svd() -> None:
     )
     with pytest.raises(NumericallyUnstable):
         sel.learn_instances(np.array([[1.0, 1.0, 1.0]]))
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "params", "parameter"),
+    [
+        ("fsds", {"num_features": 1, "ridge": float("inf")}, "ridge"),
+        ("fsds", {"num_features": 1, "ridge": 10**400}, "ridge"),
+        ("ofs", {"num_features": 10**30}, "num_features"),
+        ("fsds", {"num_features": 2**63}, "num_features"),
+        ("alpha_investing", {"w0": float("inf")}, "w0"),
+    ],
+)
+def test_parameters_beyond_float64_or_int64_are_invalid(
+    algorithm: str, params: dict[str, Any], parameter: str
+) -> None:
+    with pytest.raises(InvalidParameter) as info:
+        REGISTRY[algorithm].params_type.from_mapping(params)
+    assert info.value.parameter == parameter
