@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -32,14 +31,15 @@ pytestmark = [pytest.mark.redis, pytest.mark.slow]
 UNSTABLE = "/problems/numerically-unstable"
 # A write after an attack must be answered within this (a spinning kernel never is).
 PROMPT = 10.0
+FSDS_STREAM = {"algorithm": "fsds", "params": {"num_features": 2}, "feature_names": ["a", "b", "c"]}
 
 
 @pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    started: list[Server] = []
-    yield started
-    for s in started:
-        s.kill()
+def server(servers: list[Server], redis_url: str, key_prefix: str) -> Server:
+    """One server process on the test's Redis namespace."""
+    started = Server(redis_url, key_prefix).start()
+    servers.append(started)
+    return started
 
 
 def _version(c: httpx.Client, sid: str) -> int:
@@ -81,20 +81,10 @@ def _state(redis_url: str, key_prefix: str, sid: str) -> Any:
 
 
 def test_fsds_huge_rows_never_commit_a_non_finite_sketch_nor_stall_the_next_write(
-    servers: list[Server], redis_url: str, key_prefix: str
+    server: Server, redis_url: str, key_prefix: str
 ) -> None:
-    server = Server(redis_url, key_prefix).start()
-    servers.append(server)
     with httpx.Client(base_url=server.url, timeout=PROMPT) as c:
-        r = c.post(
-            "/v1/streams",
-            json={
-                "id": "sk",
-                "algorithm": "fsds",
-                "params": {"num_features": 2},
-                "feature_names": ["a", "b", "c"],
-            },
-        )
+        r = c.post("/v1/streams", json={"id": "sk", **FSDS_STREAM})
         assert r.status_code == 201, r.text
         # The attack of the issue: 1e300 squared overflows, but the sketch is computed
         # on data scaled by a power of two, so it is accepted and stays finite.
@@ -148,15 +138,8 @@ def test_fsds_huge_rows_never_commit_a_non_finite_sketch_nor_stall_the_next_writ
     ids=["ofs", "fires", "nrfs"],
 )
 def test_an_instance_write_that_overflows_the_state_is_refused(
-    servers: list[Server],
-    redis_url: str,
-    key_prefix: str,
-    create: dict[str, Any],
-    attack: dict[str, Any],
-    ok: dict[str, Any],
+    server: Server, create: dict[str, Any], attack: dict[str, Any], ok: dict[str, Any]
 ) -> None:
-    server = Server(redis_url, key_prefix).start()
-    servers.append(server)
     with httpx.Client(base_url=server.url, timeout=PROMPT) as c:
         r = c.post("/v1/streams", json={"id": "s", "feature_names": ["a", "b", "c"], **create})
         assert r.status_code == 201, r.text
@@ -169,10 +152,8 @@ def test_an_instance_write_that_overflows_the_state_is_refused(
 
 
 def test_a_feature_stream_whose_target_overflows_its_state_is_not_created(
-    servers: list[Server], redis_url: str, key_prefix: str
+    server: Server,
 ) -> None:
-    server = Server(redis_url, key_prefix).start()
-    servers.append(server)
     with httpx.Client(base_url=server.url, timeout=PROMPT) as c:
         target = [1e300 * (-1) ** i for i in range(20)]
         r = c.post(
@@ -197,19 +178,9 @@ def test_a_feature_stream_whose_target_overflows_its_state_is_not_created(
 
 
 def test_a_websocket_frame_that_overflows_the_state_is_refused_and_uses_its_seq(
-    servers: list[Server], redis_url: str, key_prefix: str
+    server: Server, redis_url: str, key_prefix: str
 ) -> None:
-    server = Server(redis_url, key_prefix).start()
-    servers.append(server)
-    r = httpx.post(
-        server.url + "/v1/streams",
-        json={
-            "id": "w",
-            "algorithm": "fsds",
-            "params": {"num_features": 2},
-            "feature_names": ["a", "b", "c"],
-        },
-    )
+    r = httpx.post(server.url + "/v1/streams", json={"id": "w", **FSDS_STREAM})
     assert r.status_code == 201, r.text
     with connect(ws_url(server, "w", producer="p"), max_size=None) as ws:
         assert recv(ws)["type"] == "selection"
@@ -231,15 +202,12 @@ def test_a_websocket_frame_that_overflows_the_state_is_refused_and_uses_its_seq(
 
 
 def test_a_poisoned_stored_state_is_refused_not_computed_on(
-    servers: list[Server], redis_url: str, key_prefix: str
+    server: Server, redis_url: str, key_prefix: str
 ) -> None:
     """A NaN sketch written by an older version: no process wedges on it."""
-    server = Server(redis_url, key_prefix).start()
-    servers.append(server)
-    body = {"algorithm": "fsds", "params": {"num_features": 2}, "feature_names": ["a", "b", "c"]}
     with httpx.Client(base_url=server.url, timeout=PROMPT) as c:
         for sid in ("bad", "good"):
-            assert c.post("/v1/streams", json={"id": sid, **body}).status_code == 201
+            assert c.post("/v1/streams", json={"id": sid, **FSDS_STREAM}).status_code == 201
             _write_ok(c, sid, [[1.0, 2.0, 3.0]])
     server.kill()
     # What the old code committed for the attack: a NaN sketch and NaN scores.
@@ -273,5 +241,5 @@ def test_a_poisoned_stored_state_is_refused_not_computed_on(
     # Deleting and re-creating the stream is the way on.
     with httpx.Client(base_url=server.url, timeout=PROMPT) as c:
         assert c.delete("/v1/streams/bad").status_code == 204
-        assert c.post("/v1/streams", json={"id": "bad", **body}).status_code == 201
+        assert c.post("/v1/streams", json={"id": "bad", **FSDS_STREAM}).status_code == 201
         assert _write_ok(c, "bad", [[1.0, 1.0, 2.0]])["version"] == 1
