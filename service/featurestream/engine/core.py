@@ -89,6 +89,12 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def _decode_checked(blob: bytes) -> tuple[codec.Decoded, str | None]:
+    """A stored state, and the first of its fields that is not finite (None: all are)."""
+    decoded = codec.decode(blob)
+    return decoded, codec.nonfinite(decoded.state)
+
+
 def _iso(t: datetime) -> str:
     return t.isoformat().replace("+00:00", "Z")
 
@@ -484,8 +490,7 @@ class StreamEngine:
             live.from_cache = True
             return live
         record = await self.store.load(stream_id)
-        decoded = await anyio.to_thread.run_sync(codec.decode, record.blob)
-        field = await anyio.to_thread.run_sync(codec.nonfinite, decoded.state)
+        decoded, field = await anyio.to_thread.run_sync(_decode_checked, record.blob)
         if field is not None:
             # Written before states were checked: computing on it could stall the
             # process inside a numeric kernel. Refused, never cached.
