@@ -113,14 +113,17 @@ def sketch_step(B: Matrix, Xt: Matrix, l: int) -> tuple[Matrix, Vector, Vector]:
     if peak > SAFE_MAGNITUDE:
         scale = _power_of_two(peak)
         C = C / scale
-    if C.shape[0] > C.shape[1]:
-        # Tall C (d rows, l + n_t columns): an economic QR first, then the SVD of the
-        # small square R. U = Q U_R; same singular triplets, about half the time.
-        Q, R = scipy.linalg.qr(C, mode="economic", check_finite=False)
-        U_R, s, _ = np.linalg.svd(R)
-        U = Q @ U_R
-    else:
-        U, s, _ = np.linalg.svd(C, full_matrices=False)
+    try:
+        if C.shape[0] > C.shape[1]:
+            # Tall C (d rows, l + n_t columns): an economic QR first, then the SVD of
+            # the small square R. U = Q U_R; same singular triplets, about half the time.
+            Q, R = scipy.linalg.qr(C, mode="economic", check_finite=False)
+            U_R, s, _ = np.linalg.svd(R)
+            U = Q @ U_R
+        else:
+            U, s, _ = np.linalg.svd(C, full_matrices=False)
+    except np.linalg.LinAlgError as exc:
+        raise NumericallyUnstable(f"The SVD of the FSDS sketch failed: {exc}.") from exc
     r = s.shape[0]
     keep = min(l, r)
     # docs/algorithms/fsds.md, step 3: delta = s_l^2, or 0 when fewer than l values exist.

@@ -70,6 +70,7 @@ import numpy.typing as npt
 from scipy import linalg
 from scipy.spatial import distance
 
+from featurestream.errors import NumericallyUnstable
 from featurestream.stats.finite import require_finite
 
 Matrix = npt.NDArray[np.float64]
@@ -215,7 +216,10 @@ def spectra(X: Matrix, c: int, *, similarity: Similarity, sigma: float | None) -
     d_isqrt = np.where(degree > 0.0, 1.0 / np.sqrt(np.where(degree > 0.0, degree, 1.0)), 0.0)
     L = np.eye(X.shape[0]) - d_isqrt[:, None] * W * d_isqrt[None, :]
     require_finite(L, "The NRFS graph Laplacian")
-    _, U = linalg.eigh(L, subset_by_index=[1, c])
+    try:
+        _, U = linalg.eigh(L, subset_by_index=[1, c])
+    except linalg.LinAlgError as exc:
+        raise NumericallyUnstable(f"The NRFS eigensolver failed: {exc}.") from exc
     return np.asarray(d_isqrt[:, None] * U, dtype=np.float64)
 
 

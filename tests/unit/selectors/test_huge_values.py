@@ -201,3 +201,15 @@ def test_parameters_beyond_float64_or_int64_are_invalid(
     with pytest.raises(InvalidParameter) as info:
         REGISTRY[algorithm].params_type.from_mapping(params)
     assert info.value.parameter == parameter
+
+
+def test_an_svd_that_does_not_converge_is_a_refusal_not_a_500(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def fails(*args: Any, **kwargs: Any) -> Any:
+        raise np.linalg.LinAlgError("SVD did not converge")
+
+    monkeypatch.setattr(np.linalg, "svd", fails)
+    sel = FSDS.start(FSDSParams(num_features=2), ["a", "b", "c"])
+    with pytest.raises(NumericallyUnstable, match="did not converge"):
+        sel.learn_instances(np.array([[1.0, 2.0, 3.0]]))
