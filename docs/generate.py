@@ -161,7 +161,10 @@ def _operation(lines: list[str], method: str, path: str, op: dict[str, Any]) -> 
 _CLOSE_MEANINGS = {
     "WS_1000_NORMAL_CLOSURE": "the client or the server ended the session normally",
     "WS_1001_GOING_AWAY": "the server is shutting down (frames read were answered first)",
-    "WS_1008_POLICY_VIOLATION": "unknown stream, invalid query or a fatal sequence conflict",
+    "WS_1008_POLICY_VIOLATION": (
+        "unknown stream, invalid query, a fatal sequence conflict, or a stored state "
+        "that is not finite (`numerically-unstable`)"
+    ),
     "WS_1011_INTERNAL_ERROR": "server error",
     "WS_1013_TRY_AGAIN_LATER": "the store is unavailable or the server is shutting down: retry",
 }
@@ -278,6 +281,15 @@ def _errors(lines: list[str]) -> None:
     for status, suffix, title, name in rows:
         lines.append(f"| {status} | `{problems.TYPE_BASE}{suffix}` | {title} | `{name}` |")
     lines += [
+        "",
+        "`numerically-unstable` (422): the request's data would make the stream's state",
+        "not finite (a value overflowed float64, e.g. 1e300 squared), so it is refused and",
+        "nothing is applied; a WebSocket frame is refused the same way and uses up its seq.",
+        "Input data itself must be finite (NaN or an infinity is `invalid-input`), and so",
+        "must numeric parameters. A stream whose stored state is not finite (written by an",
+        "earlier version) answers every write with this problem, naming the stream",
+        "(`stream_id`); its selection, status and events can still be read, and deleting",
+        "and re-creating it is the way on.",
         "",
         "Requests that never reach a route are answered the same way: a body that is not",
         "JSON is `400` `/problems/malformed-body`; an unknown path `404` `/problems/not-found`;",

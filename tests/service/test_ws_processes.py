@@ -6,7 +6,7 @@ import io
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -24,14 +24,6 @@ from tests.conftest import RedisServer
 from tests.service.test_processes import Server
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
-
-
-@pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    started: list[Server] = []
-    yield started
-    for s in started:
-        s.kill()
 
 
 def ws_url(server: Server, sid: str, **query: Any) -> str:

@@ -33,7 +33,14 @@ from featurestream.engine.cache import Live, StreamCache
 from featurestream.engine.catalogue import check_names
 from featurestream.engine.events import read_events
 from featurestream.engine.frames import Frame, Reply, apply_frames, attempt_frames
-from featurestream.engine.outcome import Attempt, Outcome, StaleCache, commit_of, outcome_of
+from featurestream.engine.outcome import (
+    Attempt,
+    Outcome,
+    StaleCache,
+    commit_of,
+    finite_state,
+    outcome_of,
+)
 from featurestream.engine.results import (
     AlgorithmInfo,
     EventPage,
@@ -50,6 +57,7 @@ from featurestream.engine.sequencing import Fresh, Gap, Replay, classify, confli
 from featurestream.errors import (
     ConcurrentUpdate,
     LimitExceeded,
+    NumericallyUnstable,
     QuotaExceeded,
     StoreUnavailable,
     WrongStreamKind,
@@ -79,6 +87,12 @@ def new_stream_id() -> str:
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def _decode_checked(blob: bytes) -> tuple[codec.Decoded, str | None]:
+    """A stored state, and the first of its fields that is not finite (None: all are)."""
+    decoded = codec.decode(blob)
+    return decoded, codec.nonfinite(decoded.state)
 
 
 def _iso(t: datetime) -> str:
@@ -145,7 +159,8 @@ class StreamEngine:
             **size,
             "created_at": now,
         }
-        blob = codec.encode(cls.name, resolved.to_dict(), selector.snapshot())
+        state = finite_state(selector, public_id or sid)
+        blob = codec.encode(cls.name, resolved.to_dict(), state)
         incarnation = uuid.uuid4().hex
         selection = wire.selection(Selection(0, selector.selected_features(), now))
         status = wire.status_counters(selector.status())
@@ -358,7 +373,10 @@ class StreamEngine:
         names: Sequence[str],
         changed: bool,
     ) -> Outcome:
-        return outcome_of(live.selector, version, _iso(self._clock()), events, names, changed)
+        shown = str(live.info["id"])
+        return outcome_of(
+            live.selector, shown, version, _iso(self._clock()), events, names, changed
+        )
 
     async def _write(
         self,
@@ -472,7 +490,16 @@ class StreamEngine:
             live.from_cache = True
             return live
         record = await self.store.load(stream_id)
-        decoded = await anyio.to_thread.run_sync(codec.decode, record.blob)
+        decoded, field = await anyio.to_thread.run_sync(_decode_checked, record.blob)
+        if field is not None:
+            # Written before states were checked: computing on it could stall the
+            # process inside a numeric kernel. Refused, never cached.
+            raise NumericallyUnstable(
+                f"The stored state of stream {stream_id!r} is not finite ({field!r} holds "
+                "NaN or infinite values); no request can be applied to it. Its selection "
+                "and status can still be read; delete and re-create the stream to go on.",
+                stream_id=stream_id,
+            )
         cls = REGISTRY[decoded.selector]
         params = cls.params_type.from_mapping(decoded.params)
         live = Live(

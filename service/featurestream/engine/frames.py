@@ -5,7 +5,8 @@ A group of frames of one producer is classified seq by seq (see
 responses, the fresh ones are applied in a worker thread, each as its own
 batch, and the group is committed once (state, one ``batch`` event per frame,
 the producer's seq, one stored response per frame). A frame that is refused
-(it could not be decoded, or the selector refused its data) changes no state
+(it could not be decoded, the selector refused its data, or it would make the
+state non-finite: ``NumericallyUnstable``) changes no state
 but uses up its seq: its ``error`` message is stored as its response.
 """
 
@@ -20,7 +21,7 @@ import numpy.typing as npt
 
 from featurestream.engine import wire
 from featurestream.engine.cache import Live
-from featurestream.engine.outcome import Attempt, Outcome, StaleCache
+from featurestream.engine.outcome import Attempt, Outcome, StaleCache, finite_state
 from featurestream.engine.results import (
     FrameAck,
     FrameResult,
@@ -138,6 +139,8 @@ def apply_frames(
         snapshot = sel.snapshot()
         try:
             update = sel.learn_instances(f.X, f.y)
+            # A frame that makes the state non-finite is refused like bad data.
+            finite_state(sel, stream_id)
         except FeatureStreamError as exc:
             # The frame is refused as a whole: put the selector back as it was.
             live.selector = sel = type(sel).resume(sel.params, snapshot)

@@ -12,6 +12,7 @@ from featurestream import codec
 from featurestream.engine import wire
 from featurestream.engine.cache import Live
 from featurestream.engine.results import Selection
+from featurestream.errors import NumericallyUnstable
 from featurestream.selectors import Selector
 from featurestream.store.base import Commit
 
@@ -52,20 +53,43 @@ class StaleCache(Exception):
     """The cached copy of a stream is behind the store."""
 
 
+def finite_state(sel: Selector[Any, Any], stream_id: str) -> Any:
+    """The selector's state, refused when a float in it is NaN or infinite.
+
+    Every state the engine commits passes here: a non-finite one would answer
+    with NaN scores and could stall the next request inside a numeric kernel.
+    """
+    state = sel.snapshot()
+    field = codec.nonfinite(state)
+    if field is not None:
+        raise NumericallyUnstable(
+            f"This data would make the state of stream {stream_id!r} non-finite "
+            f"({sel.name}'s {field!r} overflows float64); nothing was applied. "
+            "Rescale the data: values this large cannot be computed on.",
+            stream_id=stream_id,
+        )
+    return state
+
+
 def outcome_of(
     sel: Selector[Any, Any],
+    stream_id: str,
     version: int,
     now: str,
     events: Sequence[dict[str, Any]],
     names: Sequence[str],
     changed: bool,
 ) -> Outcome:
-    """Snapshot the selector after a change (in the worker thread that applied it)."""
+    """Snapshot the selector after a change (in the worker thread that applied it).
+
+    Raises NumericallyUnstable when the state is not finite (see ``finite_state``).
+    """
+    state = finite_state(sel, stream_id)
     selection = Selection(version, sel.selected_features(), now)
     return Outcome(
         events=list(events),
         names=names,
-        blob=codec.encode(sel.name, sel.params.to_dict(), sel.snapshot()),
+        blob=codec.encode(sel.name, sel.params.to_dict(), state),
         selection=selection,
         selection_json=wire.selection(selection),
         status=wire.status_counters(sel.status()),
@@ -122,4 +146,12 @@ def commit_of(live: Live, producer: str, step: Attempt[Any], now: str) -> Commit
     )
 
 
-__all__ = ["Attempt", "Outcome", "StaleCache", "commit_of", "outcome_of", "tally_of"]
+__all__ = [
+    "Attempt",
+    "Outcome",
+    "StaleCache",
+    "commit_of",
+    "finite_state",
+    "outcome_of",
+    "tally_of",
+]

@@ -41,6 +41,7 @@ from featurestream.errors import (
     InvalidInput,
     InvalidParameter,
     LimitExceeded,
+    NumericallyUnstable,
     PayloadTooLarge,
     QuotaExceeded,
     RequestTimeout,
@@ -277,6 +278,7 @@ PROBLEMS: dict[type[FeatureStreamError], tuple[int, str, str]] = {
     RequestTimeout: (408, "request-timeout", "Request timeout"),
     UnsupportedMediaType: (415, "unsupported-media-type", "Unsupported media type"),
     StoreUnavailable: (503, "store-unavailable", "State store unavailable"),
+    NumericallyUnstable: (422, "numerically-unstable", "Numerically unstable"),
     CodecError: (500, "corrupt-state", "Stored state cannot be decoded"),
 }
 

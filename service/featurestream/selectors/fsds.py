@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.linalg
 
+from featurestream.errors import NumericallyUnstable
 from featurestream.selectors.base import JSON, InstanceSelector, Matrix, Vector
 from featurestream.selectors.decisions import InstanceUpdate, SelectedFeature
 from featurestream.selectors.params import Interval, NoneOr, Params
@@ -72,6 +73,18 @@ class FSDSState:
     batches_seen: int = 0
 
 
+# Above this magnitude (2^400, about 2.6e120) the squares of singular values could
+# overflow float64 (they do past 1.3e154): such data is computed on scaled by a power
+# of two, which leaves U and the ratios exact. Below it nothing is scaled, so ordinary
+# data gives bit for bit the results of the plain formulas.
+SAFE_MAGNITUDE = 2.0**400
+
+
+def _power_of_two(x: float) -> float:
+    """The largest power of two 2^e <= x (x > 0 finite): dividing by it is exact."""
+    return math.ldexp(1.0, math.frexp(x)[1] - 1)
+
+
 def sketch_step(B: Matrix, Xt: Matrix, l: int) -> tuple[Matrix, Vector, Vector]:
     """One Frequent Directions step on a batch; returns ``(B', U, s')``.
 
@@ -79,19 +92,38 @@ def sketch_step(B: Matrix, Xt: Matrix, l: int) -> tuple[Matrix, Vector, Vector]:
     shrink by delta = s_l^2 (0 when fewer than l singular values exist) and
     return B' = U_l diag(s'), U_l and s' = sqrt(max(s^2 - delta, 0)).
 
+    A C with entries beyond ``SAFE_MAGNITUDE`` is scaled by a power of two c
+    first, and s' scaled back (s'(C) = c s'(C / c)), so that s^2 cannot
+    overflow; a C holding NaN or an infinity is never passed to LAPACK (an SVD
+    of it may not converge): NumericallyUnstable.
+
     >>> B, U, s = sketch_step(np.zeros((3, 0)), np.array([[3.0, 0, 0], [0, 4.0, 0]]), 3)
     >>> s  # two singular values < l = 3: no shrink
     array([4., 3.])
+    >>> B, U, s = sketch_step(np.zeros((3, 0)), np.array([[3e300, 0, 0], [0, 4e300, 0]]), 3)
+    >>> s
+    array([4.e+300, 3.e+300])
     """
     C = np.concatenate([B, Xt.T], axis=1)
-    if C.shape[0] > C.shape[1]:
-        # Tall C (d rows, l + n_t columns): an economic QR first, then the SVD of the
-        # small square R. U = Q U_R; same singular triplets, about half the time.
-        Q, R = scipy.linalg.qr(C, mode="economic", check_finite=False)
-        U_R, s, _ = np.linalg.svd(R)
-        U = Q @ U_R
-    else:
-        U, s, _ = np.linalg.svd(C, full_matrices=False)
+    # max and min propagate NaN; np.maximum keeps it.
+    peak = float(np.maximum(C.max(), -C.min())) if C.size else 0.0
+    if not math.isfinite(peak):
+        raise NumericallyUnstable("The FSDS sketch holds NaN or infinite values.")
+    scale = 1.0
+    if peak > SAFE_MAGNITUDE:
+        scale = _power_of_two(peak)
+        C = C / scale
+    try:
+        if C.shape[0] > C.shape[1]:
+            # Tall C (d rows, l + n_t columns): an economic QR first, then the SVD of
+            # the small square R. U = Q U_R; same singular triplets, about half the time.
+            Q, R = scipy.linalg.qr(C, mode="economic", check_finite=False)
+            U_R, s, _ = np.linalg.svd(R)
+            U = Q @ U_R
+        else:
+            U, s, _ = np.linalg.svd(C, full_matrices=False)
+    except np.linalg.LinAlgError as exc:
+        raise NumericallyUnstable(f"The SVD of the FSDS sketch failed: {exc}.") from exc
     r = s.shape[0]
     keep = min(l, r)
     # docs/algorithms/fsds.md, step 3: delta = s_l^2, or 0 when fewer than l values exist.
@@ -99,6 +131,10 @@ def sketch_step(B: Matrix, Xt: Matrix, l: int) -> tuple[Matrix, Vector, Vector]:
     U_l = np.ascontiguousarray(U[:, :keep])
     # max(., 0): the l-th value and any equal to it shrink to exactly zero.
     s_shr = np.sqrt(np.maximum(s[:keep] ** 2 - delta, 0.0))
+    if scale != 1.0:
+        # Beyond float64 this overflows to inf: the engine refuses such a state.
+        with np.errstate(over="ignore"):
+            s_shr = s_shr * scale
     return U_l * s_shr, U_l, s_shr
 
 
@@ -108,18 +144,32 @@ def fsds_scores(U: Matrix, s: Vector, k: int, ridge: float | None) -> Vector:
     With fewer than k singular values, the k available are used and a is 8
     times the last of them. A ratio 0 / 0 (s_i = 0 and a = 0) counts as 0.
 
+    Singular values beyond ``SAFE_MAGNITUDE`` are scaled by a power of two c:
+    s / (s^2 + a) = (t / (t^2 + a / c^2)) / c with t = s / c, so s^2 cannot
+    overflow (and the scores, about 1 / s, stay representable).
+
     >>> fsds_scores(np.eye(2), np.array([2.0, 1.0]), 2, 0.0)
     array([0.5, 1. ])
+    >>> fsds_scores(np.eye(2), np.array([2e300, 1e300]), 2, 0.0)
+    array([5.e-301, 1.e-300])
     """
     d = U.shape[0]
     kk = min(k, s.shape[0])
     if kk == 0:
         return np.zeros(d)
     s_k = s[:kk]
-    a = 8.0 * float(s_k[-1]) if ridge is None else float(ridge)
-    den = s_k * s_k + a
-    # docs/algorithms/fsds.md, step 4: undefined ratios count as 0.
-    ratio = np.divide(s_k, den, out=np.zeros(kk), where=den > 0.0)
+    top = float(s_k.max())
+    if top > SAFE_MAGNITUDE:
+        c = _power_of_two(top)
+        t = s_k / c
+        a_c = 8.0 * float(t[-1]) / c if ridge is None else float(ridge) / c / c
+        den = t * t + a_c
+        ratio = np.divide(t, den, out=np.zeros(kk), where=den > 0.0) / c
+    else:
+        a = 8.0 * float(s_k[-1]) if ridge is None else float(ridge)
+        den = s_k * s_k + a
+        # docs/algorithms/fsds.md, step 4: undefined ratios count as 0.
+        ratio = np.divide(s_k, den, out=np.zeros(kk), where=den > 0.0)
     W = U[:, :kk] * ratio
     return np.asarray(np.abs(W).max(axis=1), dtype=np.float64)
 
@@ -244,4 +294,4 @@ class FSDS(InstanceSelector[FSDSParams, FSDSState]):
         )
 
 
-__all__ = ["FSDS", "FSDSParams", "FSDSState", "fsds_scores", "sketch_step"]
+__all__ = ["FSDS", "SAFE_MAGNITUDE", "FSDSParams", "FSDSState", "fsds_scores", "sketch_step"]

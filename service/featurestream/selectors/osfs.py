@@ -44,6 +44,7 @@ from featurestream.selectors.decisions import Decision, Eviction, Reason
 from featurestream.selectors.params import Interval, Params, StrOptions
 from featurestream.stats.columns import is_constant_rows, row_dots, standardize_rows
 from featurestream.stats.discrete import Method, ci_test_codes
+from featurestream.stats.finite import require_finite
 from featurestream.stats.fisher_z import fisher_z_from_correlation, fisher_z_independent
 
 IntArray = npt.NDArray[np.int64]
@@ -149,6 +150,8 @@ class _BCF:
             C[m + 1, : m + 1] = d
             C[: m + 1, m + 1] = d
             C[m + 1, m + 1] = row_dots(row[None, :], row)[0]
+            # C feeds the Cholesky factorisations of the Fisher z tests.
+            require_finite(C[m + 1], "A correlation of the OSFS members")
             self.C = C
         self.names.append(name)
         self.dep.append(dep)

@@ -40,6 +40,9 @@ class Constraint(ABC):
         return value
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 @dataclass(frozen=True)
 class Interval(Constraint):
     """A real or integer interval; ``closed`` is "both", "left", "right" or "neither"."""
@@ -60,9 +63,20 @@ class Interval(Constraint):
                     return False
         elif not isinstance(value, Real):
             return False
-        v = float(value)
-        if math.isnan(v):
-            return False
+        v: float
+        if self.type is int:
+            v = int(value)  # exact: compared with the bounds as it is, never overflows
+            if not _INT64_MIN <= v <= _INT64_MAX:
+                return False  # the kernels compute with int64
+        else:
+            try:
+                v = float(value)
+            except OverflowError:  # an int beyond float64
+                return False
+            # NaN is in no interval; an infinity is not a number a state can be
+            # computed with (an unbounded side is open: "[0, inf)").
+            if not math.isfinite(v):
+                return False
         if self.left is not None:
             if self.closed in ("both", "left") and v < self.left:
                 return False

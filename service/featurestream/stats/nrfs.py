@@ -70,6 +70,9 @@ import numpy.typing as npt
 from scipy import linalg
 from scipy.spatial import distance
 
+from featurestream.errors import NumericallyUnstable
+from featurestream.stats.finite import require_finite
+
 Matrix = npt.NDArray[np.float64]
 Vector = npt.NDArray[np.float64]
 IntVector = npt.NDArray[np.intp]
@@ -212,7 +215,11 @@ def spectra(X: Matrix, c: int, *, similarity: Similarity, sigma: float | None) -
     # degree 0: it gets no weight instead of an infinite one.
     d_isqrt = np.where(degree > 0.0, 1.0 / np.sqrt(np.where(degree > 0.0, degree, 1.0)), 0.0)
     L = np.eye(X.shape[0]) - d_isqrt[:, None] * W * d_isqrt[None, :]
-    _, U = linalg.eigh(L, subset_by_index=[1, c])
+    require_finite(L, "The NRFS graph Laplacian")
+    try:
+        _, U = linalg.eigh(L, subset_by_index=[1, c])
+    except linalg.LinAlgError as exc:
+        raise NumericallyUnstable(f"The NRFS eigensolver failed: {exc}.") from exc
     return np.asarray(d_isqrt[:, None] * U, dtype=np.float64)
 
 
@@ -415,6 +422,8 @@ def ridge_coefficients(B: Matrix, Y: Matrix, lam: float) -> Matrix:
     when k > n. Both are the same matrix (push-through identity).
     """
     p, n, k = B.shape
+    require_finite(B, "An NRFS similarity layer")
+    require_finite(Y, "The NRFS spectral embedding")
     Bt = np.swapaxes(B, 1, 2)
     if k > n:
         G = B @ Bt

@@ -49,7 +49,12 @@ from featurestream.engine import (
     Subscription,
     wire,
 )
-from featurestream.errors import FeatureStreamError, StoreUnavailable, StreamNotFound
+from featurestream.errors import (
+    FeatureStreamError,
+    NumericallyUnstable,
+    StoreUnavailable,
+    StreamNotFound,
+)
 
 log = logging.getLogger("featurestream.api.ws")
 
@@ -164,6 +169,10 @@ class Session:
         except StreamNotFound as exc:
             await self._send(error_text(exc))
             await self._close(WS_1008_POLICY_VIOLATION, "unknown stream")
+        except NumericallyUnstable as exc:
+            # A stored state that is not finite (see the engine's load).
+            await self._send(error_text(exc))
+            await self._close(WS_1008_POLICY_VIOLATION, "numerically unstable state")
         except StoreUnavailable as exc:
             await self._send(error_text(exc))
             await self._close(WS_1013_TRY_AGAIN_LATER, "store unavailable")
