@@ -161,7 +161,8 @@ def _operation(lines: list[str], method: str, path: str, op: dict[str, Any]) -> 
 _CLOSE_MEANINGS = {
     "WS_1000_NORMAL_CLOSURE": "the client or the server ended the session normally",
     "WS_1001_GOING_AWAY": "the server is shutting down (frames read were answered first)",
-    "WS_1008_POLICY_VIOLATION": "unknown stream, invalid query or a fatal sequence conflict",
+    "WS_1008_POLICY_VIOLATION": "unknown stream, invalid query, a fatal sequence conflict, "
+    "or the API key was revoked (after the frames already read are answered)",
     "WS_1011_INTERNAL_ERROR": "server error",
     "WS_1013_TRY_AGAIN_LATER": "the store is unavailable or the server is shutting down: retry",
 }
