@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,6 +10,7 @@ from fastapi.testclient import TestClient
 from featurestream.api import create_app
 from featurestream.config import Settings
 from tests import support
+from tests.faults.harness import Processes
 
 
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
@@ -28,3 +30,11 @@ def client(settings: Settings) -> Iterator[TestClient]:
 def wdbc() -> tuple[np.ndarray, np.ndarray]:
     """(X feature-major, y)."""
     return support.wdbc()
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Iterator[Processes]:
+    """``featurestream serve`` processes (logs in tmp_path), every one killed at the end."""
+    procs = Processes(tmp_path)
+    yield procs
+    procs.close()

@@ -12,7 +12,6 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +30,6 @@ KEY_A, KEY_B = "key-of-acme", "key-of-beta"
 D = 6
 # The bound within which a revoked WebSocket must be closed (the file is polled every second).
 REVOKE_WITHIN = 5.0
-
-
-@pytest.fixture
-def processes(tmp_path: Path) -> Iterator[Processes]:
-    procs = Processes(tmp_path)
-    yield procs
-    procs.close()
 
 
 def write_keys(path: Path, keys: dict[str, str]) -> None:
