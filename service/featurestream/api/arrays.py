@@ -97,7 +97,8 @@ def _npy_view_parsed(data: bytes) -> npt.NDArray[np.floating[Any]] | None:
         if len(data) < buf.tell() + dtype.itemsize * count:
             return None
         return np.frombuffer(data, dtype=dtype, count=count, offset=buf.tell()).reshape(shape)
-    except ValueError:
+    except Exception:  # not only ValueError: numpy's header parser lets tokenize errors out
+        # Never an error here: the general reader refuses the frame with its message.
         return None
 
 
