@@ -77,6 +77,7 @@ MEDIA = {"json": "application/json", "npy": "application/x-npy", "npz": "applica
 # label of the case's mutations or by the error the server logged for it.
 KNOWN_LABELS = {
     "sparse-range": "#1 out-of-range sparse indices",
+    "sparse-indptr": "#1 sparse index arrays not validated",
     "sparse-2^63": "#16 sparse index of 2^63",
     "zip-version": "#16 zip 'version needed'",
     "shape-bomb": "#3 declared shape beyond the limits",
@@ -89,7 +90,9 @@ KNOWN_ERRORS = {
 # What glibc prints when the heap is corrupt: the out-of-range sparse indices of #1
 # write out of bounds, and the process may abort cases later.
 HEAP_ERRORS = ("corrupted size", "double free", "free(): invalid", "malloc(): ", "corrupted double")
-TAINTING = ("sparse-range", "sparse-2^63")
+# Mutations that reach scipy's sparse kernels with index arrays they trust: any of them
+# may corrupt the heap (#1) without crashing at once.
+TAINTING = ("sparse", "shape-bomb")
 
 
 # --------------------------------------------------------------------------- seeds
@@ -593,7 +596,7 @@ def cases(draw: st.DrawFn) -> Case:
 
 @dataclass
 class Outcome:
-    kind: str  # ok, 5xx, crash, hang, stall
+    kind: str  # ok, 5xx, crash, hang, stall, bad-answer
     status: int | str | None = None  # HTTP status, WebSocket message type or close code
     detail: str = ""
     server_error: str = ""  # the last error line the server logged meanwhile
@@ -618,6 +621,7 @@ class Report:
             f"5xx: {self.count('5xx')}",
             f"hangs: {self.count('hang')}",
             f"stalls (healthz slower than the bound): {self.count('stall')}",
+            f"unreadable answers: {self.count('bad-answer')}",
             f"server restarts: {self.restarts}",
             "answers: " + ", ".join(f"{k}={v}" for k, v in sorted(self.statuses.items())),
         ]
@@ -635,9 +639,9 @@ def known_points(case: Case, outcome: Outcome) -> list[str]:
     """
     found: list[str] = []
     for label in ",".join(case.labels).split(","):
-        point = KNOWN_LABELS.get(label.split(":")[0])
-        if point is not None and point not in found:
-            found.append(point)
+        for prefix, point in KNOWN_LABELS.items():
+            if label.startswith(prefix) and point not in found:
+                found.append(point)
     for text, point in KNOWN_ERRORS.items():
         if text in outcome.server_error and point not in found:
             found.append(point)
@@ -794,9 +798,12 @@ class LiveTarget:
         t0 = time.monotonic()
         log_at = self._log_size()
         tainted_by = self.tainted_by
-        if any(label.split(":")[0] in TAINTING for label in ",".join(case.labels).split(",")):
+        if any(label.startswith(TAINTING) for label in ",".join(case.labels).split(",")):
             self.tainted_by = self.tainted_by or self.case_no
-        outcome = self._send(case, body, t0)
+        try:
+            outcome = self._send(case, body, t0)
+        except Exception as exc:  # an answer the fuzzer cannot read is a finding too
+            outcome = Outcome("bad-answer", None, repr(exc)[:300])
         if outcome.kind != "ok":
             if outcome.kind == "crash":
                 with suppress(Exception):  # let a dying process finish its last words
@@ -834,29 +841,32 @@ class LiveTarget:
             return 0
 
     def _last_error(self, since: int) -> str:
-        """The last error the server logged after byte ``since`` of its log (a summary)."""
+        """The last error the server logged after byte ``since`` of its log, with the
+        innermost frame of the project's code that raised it."""
         try:
             with self.server.log_path.open("rb") as f:
                 f.seek(since)
                 text = f.read(4_000_000).decode("utf-8", "replace")
         except OSError:
             return ""
-        found = ""
+        found, where = "", ""
+        lines: list[str] = []
         for line in text.splitlines():
-            line = line.strip()
-            if line.startswith("{"):
+            if line.strip().startswith("{"):
                 with suppress(ValueError):
-                    exc = json.loads(line).get("exc")
-                    if exc:
-                        found = exc.strip().splitlines()[-1]
-                        # Where, in the project, it was raised (the innermost frame of ours).
-                        ours = re.findall(r'featurestream/([\w/]+\.py)", line (\d+)', exc)
-                        if ours:
-                            found += f" (at {ours[-1][0]}:{ours[-1][1]})"
+                    lines += (json.loads(line).get("exc") or "").splitlines()
+                continue
+            lines.append(line)
+        for line in lines:
+            line = line.strip()
+            ours = re.search(r'featurestream/([\w/]+\.py)", line (\d+)', line)
+            if ours:
+                where = f"{ours[1]}:{ours[2]}"
             elif any(h in line for h in HEAP_ERRORS) or re.match(
-                r"^[\w.]+(Error|Exception)\b", line
+                r"^[\w.]+(Error|Exception|Exit)\b", line
             ):
-                found = line
+                found = line + (f" (at {where})" if where else "")
+                where = ""
         return found
 
     def _http(self, case: Case, body: bytes) -> Outcome:
@@ -955,13 +965,15 @@ class Fuzzer:
         print(f"FAIL #{n}: {describe(case, outcome)}", file=sys.stderr, flush=True)
         if self.out is not None:
             self.save(n, case, outcome)
-        if outcome.kind in ("crash", "hang", "stall"):
+        try:
+            if outcome.kind in ("crash", "hang", "stall"):
+                raise RuntimeError(outcome.kind)
+            # A 5xx may have left its stream in a state that fails every later case there.
+            self.target.renew()
+        except Exception:
             # A dead or wedged process (a poisoned stream wedges it again): start afresh.
             self.report.restarts += 1
             self.target.restart()
-        else:
-            # A 5xx may have left its stream in a state that fails every later case there.
-            self.target.renew()
 
     def save(self, n: int, case: Case, outcome: Outcome) -> None:
         assert self.out is not None
