@@ -162,8 +162,9 @@ _CLOSE_MEANINGS = {
     "WS_1000_NORMAL_CLOSURE": "the client or the server ended the session normally",
     "WS_1001_GOING_AWAY": "the server is shutting down (frames read were answered first)",
     "WS_1008_POLICY_VIOLATION": (
-        "unknown stream, invalid query, a fatal sequence conflict, or a stored state "
-        "that is not finite (`numerically-unstable`)"
+        "unknown stream, invalid query, a fatal sequence conflict, a stored state "
+        "that is not finite (`numerically-unstable`), or the API key was revoked "
+        "(after the frames already read are answered)"
     ),
     "WS_1011_INTERNAL_ERROR": "server error",
     "WS_1013_TRY_AGAIN_LATER": "the store is unavailable or the server is shutting down: retry",

@@ -27,7 +27,7 @@ from starlette.testclient import TestClient
 from featurestream.api import create_app
 from featurestream.api.deps import STREAM_ID_PATTERN
 from featurestream.config import Settings
-from featurestream.store.keys import index_key, stream_keys
+from featurestream.store.keys import index_key, indexed_key, stream_keys, tenant_index_key
 from tests import support
 from tests.conftest import free_port
 
@@ -57,6 +57,10 @@ def test_streams_spread_over_the_cluster_and_only_the_index_is_shared() -> None:
     assert "{" not in index, "the index carries no stream's tag"
     for sid in ("churn", "s1", "x"):
         assert index not in stream_keys("fs", sid).all()
+    # The two sets compared when streams are indexed by tenant share a slot.
+    assert key_slot(indexed_key("fs").encode()) == key_slot(index.encode())
+    for tenant in ("acme", None):
+        assert "{" not in tenant_index_key("fs", tenant)
 
 
 # --------------------------------------------------------------------------- live

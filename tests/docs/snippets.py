@@ -363,6 +363,11 @@ def _python(argv: list[str], command: Command, ctx: Context) -> None:
         pass
     elif argv[1:3] == ["-m", "featurestream"]:
         _featurestream(["featurestream", *argv[3:]], command, ctx)
+    elif argv[1:3] == ["-m", "tests.fuzz.bodies"]:
+        # The long fuzz run takes minutes: its arguments must parse, the short run runs it.
+        from tests.fuzz.bodies import build_parser
+
+        build_parser().parse_args(argv[3:])
     elif argv[1] == "docs/generate.py":
         assert (ROOT / argv[1]).is_file()
         assert set(argv[2:]) <= {"--check"}, command.text

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,6 +10,7 @@ from fastapi.testclient import TestClient
 from featurestream.api import create_app
 from featurestream.config import Settings
 from tests import support
+from tests.faults.harness import Processes
 from tests.support import ServeProcess
 
 
@@ -38,3 +40,11 @@ def servers() -> Iterator[list[ServeProcess]]:
     yield started
     for s in started:
         s.kill()
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Iterator[Processes]:
+    """``featurestream serve`` processes (logs in tmp_path), every one killed at the end."""
+    procs = Processes(tmp_path)
+    yield procs
+    procs.close()

@@ -7,7 +7,7 @@ import logging
 import signal
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 from fastapi import FastAPI
@@ -50,10 +50,16 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
         app.state.ws_sessions = ws.Sessions()
         metrics.engine = app.state.engine
         metrics.ws = app.state.ws_sessions
+        watcher = asyncio.get_running_loop().create_task(
+            _watch_keys(keys, app.state.ws_sessions), name="featurestream-keys"
+        )
         log.info("featurestream %s serving on store %s", __version__, settings.store_kind)
         try:
             yield
         finally:
+            watcher.cancel()
+            with suppress(asyncio.CancelledError):
+                await watcher
             # WebSocket sessions first: they answer what they read, then close (1001).
             await app.state.ws_sessions.close_all()
             await st.close()
@@ -100,6 +106,29 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+KEYS_WATCH_SECONDS = 1.0
+
+
+async def _watch_keys(keys: KeyRing, sessions: ws.Sessions) -> None:
+    """Re-read the keys file when it changes, requests or not; close revoked WebSockets.
+
+    Every process runs its own watcher, so a revocation reaches the WebSockets
+    of every worker within about ``KEYS_WATCH_SECONDS``.
+    """
+    if not keys.enabled:
+        return
+    seen = keys.generation
+    while True:
+        await asyncio.sleep(KEYS_WATCH_SECONDS)
+        try:
+            keys.maybe_reload()
+            if keys.generation != seen:
+                seen = keys.generation
+                await sessions.revoke(keys.valid)
+        except Exception:  # the watcher must outlive any surprise; the next tick retries
+            log.exception("API keys watch failed")
 
 
 def _reload_keys_on_sighup(keys: KeyRing) -> None:

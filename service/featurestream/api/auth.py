@@ -6,8 +6,14 @@ ignored. The server never sees the keys themselves at rest. A presented key
 is hashed and compared with every configured hash in constant time
 (``hmac.compare_digest``), so timing reveals neither which tenant matched nor
 how much of a hash did. The file is re-read when it changes (checked at most
-once a second) or on SIGHUP, so keys rotate without a restart; a file that
-fails to parse on reload keeps the previous keys and logs why.
+once a second, by every request and by a watcher task of each process) or on
+SIGHUP, so keys rotate without a restart; a file that fails to parse on reload
+keeps the previous keys and logs why, and so does a file that was deleted (a
+warning naming the path: deleting the file never turns authentication off).
+
+Each change of the key set bumps :attr:`KeyRing.generation`; a WebSocket
+remembers the :class:`Credential` it authenticated with, and the app closes
+the ones whose credential is no longer valid (``api/ws/session.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +35,14 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 class KeyFileError(ValueError):
     """The API keys file is malformed."""
+
+
+@dataclass(frozen=True)
+class Credential:
+    """What a caller authenticated with: its tenant and the hash of its key."""
+
+    tenant: str
+    digest: bytes
 
 
 def hash_key(key: str) -> str:
@@ -64,8 +78,10 @@ class KeyRing:
 
     path: Path | None = None
     entries: tuple[tuple[str, bytes], ...] = ()
+    generation: int = 0  # bumped whenever the set of entries changes
     _mtime: float | None = field(default=None, repr=False)
     _checked: float = field(default=0.0, repr=False)
+    _missing: bool = field(default=False, repr=False)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> KeyRing:
@@ -88,8 +104,11 @@ class KeyRing:
                 raise KeyFileError(str(exc)) from exc
             log.error("keeping the previous API keys: %s", exc)
             return
+        if entries != self.entries:
+            self.generation += 1
         self.entries = entries
         self._mtime = stat.st_mtime_ns
+        self._missing = False
         log.info(
             "loaded %d API key(s) for %d tenant(s)", len(entries), len({t for t, _ in entries})
         )
@@ -104,16 +123,40 @@ class KeyRing:
         self._checked = now
         try:
             mtime = self.path.stat().st_mtime_ns
-        except OSError:
+        except OSError as exc:
+            if not self._missing:
+                # Once per disappearance: the keys stay (a deleted file must not open the
+                # server to everyone, nor lock every caller out by accident).
+                self._missing = True
+                log.warning(
+                    "API keys file %s cannot be read (%s); the previous %d key(s) stay in "
+                    "force until it is back",
+                    self.path,
+                    exc.strerror or exc,
+                    len(self.entries),
+                )
             return
-        if mtime != self._mtime:
+        if mtime != self._mtime or self._missing:
             self.reload()
 
-    def tenant_for(self, key: str | None) -> str | None:
-        """The tenant owning ``key``, or None. Compares against every entry."""
+    def credential(self, key: str | None) -> Credential | None:
+        """The tenant owning ``key`` and the key's hash, or None. Compares every entry."""
         if not key:
             return None
         presented = hashlib.sha256(key.encode()).digest()
+        tenant = self._owner(presented)
+        return None if tenant is None else Credential(tenant, presented)
+
+    def tenant_for(self, key: str | None) -> str | None:
+        """The tenant owning ``key``, or None. Compares against every entry."""
+        found = self.credential(key)
+        return None if found is None else found.tenant
+
+    def valid(self, credential: Credential) -> bool:
+        """Whether ``credential``'s key still belongs to the same tenant."""
+        return self._owner(credential.digest) == credential.tenant
+
+    def _owner(self, presented: bytes) -> str | None:
         found: str | None = None
         for tenant, digest in self.entries:
             if hmac.compare_digest(presented, digest) and found is None:
@@ -131,4 +174,4 @@ def bearer_token(authorization: str | None) -> str | None:
     return token.strip()
 
 
-__all__ = ["KeyFileError", "KeyRing", "bearer_token", "hash_key", "parse_keys"]
+__all__ = ["Credential", "KeyFileError", "KeyRing", "bearer_token", "hash_key", "parse_keys"]

@@ -15,7 +15,7 @@ from typing import Annotated
 from fastapi import Depends, Path, Request
 from starlette.requests import HTTPConnection
 
-from featurestream.api.auth import KeyRing, bearer_token
+from featurestream.api.auth import Credential, KeyRing, bearer_token
 from featurestream.errors import Unauthorized
 
 SEPARATOR = "~"
@@ -40,21 +40,27 @@ def public_id(stored: str) -> str:
     return stored.split(SEPARATOR, 1)[-1]
 
 
-def tenant_of(conn: HTTPConnection, token: str | None = None) -> str | None:
-    """The caller's tenant; None when keys are off. Raises Unauthorized."""
+def credential_of(conn: HTTPConnection, token: str | None = None) -> Credential | None:
+    """The caller's tenant and key hash; None when keys are off. Raises Unauthorized."""
     ring: KeyRing = conn.app.state.keys
     if not ring.enabled:
         return None
     ring.maybe_reload()
     presented = token or bearer_token(conn.headers.get("authorization"))
-    tenant = ring.tenant_for(presented)
-    if tenant is None:
+    found = ring.credential(presented)
+    if found is None:
         raise Unauthorized(
             "Missing API key: send Authorization: Bearer <key>."
             if not presented
             else "The API key is not valid."
         )
-    return tenant
+    return found
+
+
+def tenant_of(conn: HTTPConnection, token: str | None = None) -> str | None:
+    """The caller's tenant; None when keys are off. Raises Unauthorized."""
+    found = credential_of(conn, token)
+    return None if found is None else found.tenant
 
 
 async def current_tenant(request: Request) -> str | None:
@@ -79,6 +85,7 @@ __all__ = [
     "STREAM_ID_PATTERN",
     "StreamRef",
     "TenantDep",
+    "credential_of",
     "current_tenant",
     "public_id",
     "scoped_id",

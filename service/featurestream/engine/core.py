@@ -69,7 +69,7 @@ from featurestream.selectors import (
     InstanceUpdate,
     Selector,
 )
-from featurestream.store.base import StateStore, Subscription
+from featurestream.store.base import QuotaReached, StateStore, Subscription
 
 # Above this many events (or names), a request's bookkeeping runs in a worker thread.
 _INLINE_EVENTS = 1000
@@ -137,13 +137,6 @@ class StreamEngine:
         cls, resolved = catalogue.resolve(algorithm, params)
         sid = stream_id or new_stream_id()
         quota = self.settings.max_streams_per_tenant
-        if len(await self.list(tenant)) >= quota:
-            raise QuotaExceeded(
-                f"This tenant already has {quota} streams, the most it may hold; delete "
-                "streams it no longer needs.",
-                limit="max_streams_per_tenant",
-                maximum=quota,
-            )
         start, size = catalogue.starter(
             cls, resolved, target, feature_names, max_name_length=self.settings.max_name_length
         )
@@ -164,7 +157,18 @@ class StreamEngine:
         incarnation = uuid.uuid4().hex
         selection = wire.selection(Selection(0, selector.selected_features(), now))
         status = wire.status_counters(selector.status())
-        await self.store.create(sid, info, incarnation, blob, now, selection, status)
+        try:
+            # The store counts the tenant's streams and creates in one atomic step.
+            await self.store.create(
+                sid, info, incarnation, blob, now, selection, status, tenant=tenant, quota=quota
+            )
+        except QuotaReached:
+            raise QuotaExceeded(
+                f"This tenant already has {quota} streams, the most it may hold; delete "
+                "streams it no longer needs.",
+                limit="max_streams_per_tenant",
+                maximum=quota,
+            ) from None
         self.cache.put(sid, Live(info, incarnation, 0, selector, size=len(blob)))
         return wire.stream_resource(info, 0, now)
 
@@ -176,7 +180,7 @@ class StreamEngine:
         """The streams of ``tenant`` (None: the streams created without a tenant)."""
         return [
             wire.stream_resource(s.info, s.version, s.updated_at)
-            for s in await self.store.list_streams()
+            for s in await self.store.list_streams(tenant)
             if s.info.get("tenant") == tenant
         ]
 

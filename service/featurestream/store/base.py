@@ -92,6 +92,15 @@ class Commit:
         return [(int(q), r) for q, r in self.responses]
 
 
+class QuotaReached(Exception):
+    """A create found its tenant holding ``quota`` streams already; nothing was written."""
+
+    def __init__(self, tenant: str | None, quota: int) -> None:
+        super().__init__(f"{tenant!r} holds {quota} streams")
+        self.tenant = tenant
+        self.quota = quota
+
+
 @dataclass(frozen=True)
 class EventEntry:
     """One commit's entry of the event log."""
@@ -195,8 +204,16 @@ class StateStore(Protocol):
         created_at: str,
         selection: bytes,
         status: bytes,
+        *,
+        tenant: str | None = None,
+        quota: int | None = None,
     ) -> None:
-        """Create a stream at version 0; raises StreamExists."""
+        """Create a stream at version 0 for ``tenant``; raises StreamExists.
+
+        With a ``quota``, raises QuotaReached when the tenant already holds that
+        many streams: the count and the create are one atomic step, so
+        concurrent creates never exceed it.
+        """
 
     async def load(self, stream_id: str) -> StreamRecord:
         """Everything needed to write; raises StreamNotFound."""
@@ -217,7 +234,11 @@ class StateStore(Protocol):
     async def stored_response(self, stream_id: str, producer: str, seq: int) -> bytes | None:
         """The response stored for (producer, seq), or None outside the window."""
 
-    async def list_streams(self) -> list[StreamSummary]: ...
+    async def list_streams(self, tenant: str | None = None) -> list[StreamSummary]:
+        """The streams of ``tenant`` (None: those created without one), by id.
+
+        Reads that tenant's index and streams only, never another tenant's.
+        """
 
     async def delete(self, stream_id: str) -> bool:
         """Remove every key of the stream; False when it did not exist."""
@@ -235,6 +256,7 @@ __all__ = [
     "Broadcaster",
     "Commit",
     "EventEntry",
+    "QuotaReached",
     "StateStore",
     "StreamRecord",
     "StreamSummary",

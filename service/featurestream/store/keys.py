@@ -1,9 +1,10 @@
 """Every Redis key name featurestream uses, built here and nowhere else.
 
 All keys of one stream share the hash tag ``{<id>}``, so Redis Cluster keeps a
-stream on one slot and the multi-key commit script is legal there. The stream
-index is the only key outside a stream's slot; it is written separately and
-tolerates entries whose stream is gone.
+stream on one slot and the multi-key commit script is legal there. The
+indexes (every stream; the streams of each tenant; the streams indexed by
+tenant) are the only keys outside a stream's slot; each is written by
+single-key commands or scripts, and tolerates entries whose stream is gone.
 """
 
 from __future__ import annotations
@@ -48,9 +49,41 @@ def index_key(prefix: str) -> str:
     return f"{prefix}:streams"
 
 
+def tenant_index_key(prefix: str, tenant: str | None) -> str:
+    """The sorted set of a tenant's stream ids (None: the streams created without one).
+
+    A member's score is 0 once its stream is created, and the time it was
+    reserved (Unix seconds) while its create is under way; its cardinality is
+    what the per-tenant stream quota counts.
+
+    >>> tenant_index_key("fs", "acme"), tenant_index_key("fs", None)
+    ('fs:streams:tenant:acme', 'fs:streams:untenanted')
+    """
+    return f"{prefix}:streams:untenanted" if tenant is None else f"{prefix}:streams:tenant:{tenant}"
+
+
+def indexed_key(prefix: str) -> str:
+    """The set of stream ids already in their tenant's index (the rest are indexed at start).
+
+    Its hash tag is the name of the global index, so Redis Cluster keeps both on
+    one slot and can compare them in one command.
+
+    >>> indexed_key("fs")
+    '{fs:streams}:indexed'
+    """
+    return f"{{{index_key(prefix)}}}:indexed"
+
+
 def response_field(producer: str, seq: int) -> str:
     """Field of the responses hash holding the stored response of (producer, seq)."""
     return f"{producer}\n{seq}"
 
 
-__all__ = ["StreamKeys", "index_key", "response_field", "stream_keys"]
+__all__ = [
+    "StreamKeys",
+    "index_key",
+    "indexed_key",
+    "response_field",
+    "stream_keys",
+    "tenant_index_key",
+]

@@ -19,6 +19,7 @@ from featurestream.store.base import (
     Broadcaster,
     Commit,
     EventEntry,
+    QuotaReached,
     StreamRecord,
     StreamSummary,
     Subscription,
@@ -46,6 +47,7 @@ class InMemoryStore:
 
     def __init__(self, *, replay_window: int = 1000) -> None:
         self._streams: dict[str, _Stream] = {}
+        self._tenants: dict[str | None, set[str]] = {}  # each tenant's stream ids
         self._replay_window = replay_window
         self._broadcaster = Broadcaster()
 
@@ -73,9 +75,16 @@ class InMemoryStore:
         created_at: str,
         selection: bytes,
         status: bytes,
+        *,
+        tenant: str | None = None,
+        quota: int | None = None,
     ) -> None:
         if stream_id in self._streams:
             raise StreamExists(stream_id)
+        owned = self._tenants.setdefault(tenant, set())
+        if quota is not None and len(owned) >= quota:
+            raise QuotaReached(tenant, quota)
+        owned.add(stream_id)
         self._streams[stream_id] = _Stream(
             dict(info), incarnation, 0, blob, created_at, selection, status
         )
@@ -125,11 +134,15 @@ class InMemoryStore:
     async def stored_response(self, stream_id: str, producer: str, seq: int) -> bytes | None:
         return self._get(stream_id).responses.get((producer, seq))
 
-    async def list_streams(self) -> list[StreamSummary]:
-        return [await self.summary(k) for k in sorted(self._streams)]
+    async def list_streams(self, tenant: str | None = None) -> list[StreamSummary]:
+        return [await self.summary(k) for k in sorted(self._tenants.get(tenant, ()))]
 
     async def delete(self, stream_id: str) -> bool:
-        return self._streams.pop(stream_id, None) is not None
+        s = self._streams.pop(stream_id, None)
+        if s is None:
+            return False
+        self._tenants.get(s.info.get("tenant"), set()).discard(stream_id)
+        return True
 
     @asynccontextmanager
     async def subscribe(self, stream_id: str) -> AsyncIterator[Subscription]:

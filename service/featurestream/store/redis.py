@@ -7,6 +7,18 @@ hash tag. Writes are Lua scripts, so each is atomic on the server; the commit
 script is a compare-and-set on (incarnation, version). Redis errors become
 StoreUnavailable here and nowhere else.
 
+Tenants: each tenant's stream ids are a sorted set of their own. A create
+first *reserves* its id there with a script that counts the set and adds the
+id in one step (the per-tenant quota, atomic however many processes create at
+once), then creates the stream's keys and marks the reservation done (score
+0). The two steps are separate scripts because the index and the stream live
+on different Redis Cluster slots; a reservation whose create never happened
+(a crash, an outage) is dropped once it is older than a minute and its
+stream does not exist, when the tenant next reaches its quota. Listing reads
+the tenant's own index and streams. Streams created before tenant indexes
+existed are only in the global index; each process indexes them once, at
+start (``index_existing``).
+
 Selection notifications: the commit script PUBLISHes on the stream's channel.
 Each process keeps one pub/sub connection (:class:`PubSubHub`) subscribed to
 the channels its local listeners want, and fans messages out to them; it
@@ -19,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Any
@@ -40,13 +53,55 @@ from featurestream.store.base import (
     Broadcaster,
     Commit,
     EventEntry,
+    QuotaReached,
     StreamRecord,
     StreamSummary,
     Subscription,
 )
-from featurestream.store.keys import index_key, response_field, stream_keys
+from featurestream.store.keys import (
+    index_key,
+    indexed_key,
+    response_field,
+    stream_keys,
+    tenant_index_key,
+)
 
 log = logging.getLogger("featurestream.store")
+
+# KEYS[1] the tenant's index (sorted set: stream id -> when it was last reserved)
+# ARGV[1] stream id  ARGV[2] quota  ARGV[3] now (Unix seconds)
+# Returns 1 when the id is reserved (or already in the index, then renewed: the create
+# finds the stream, or completes one that was interrupted), 0 when the tenant holds
+# its quota of streams.
+RESERVE_LUA = """
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+  return 1
+end
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+return 1
+"""
+
+# KEYS[1] the tenant's index  ARGV[1] cutoff (Unix seconds)  ARGV[2..] ids whose stream
+# does not exist. Drops those last reserved before the cutoff (one renewed since, by a
+# create under way, stays). Returns how many it dropped.
+DROP_STALE_LUA = """
+local dropped = 0
+for i = 2, #ARGV do
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if score and tonumber(score) <= tonumber(ARGV[1]) then
+    redis.call('ZREM', KEYS[1], ARGV[i])
+    dropped = dropped + 1
+  end
+end
+return dropped
+"""
+
+# A reservation whose stream does not exist is dropped once older than this (seconds),
+# and a process looks for such reservations of one tenant at most this often.
+RESERVATION_GRACE = 60.0
+STALE_CHECK_INTERVAL = 10.0
 
 # KEYS[1] meta  KEYS[2] state  KEYS[3] events  KEYS[4] producers  KEYS[5] responses
 # KEYS[6] names
@@ -270,6 +325,10 @@ class RedisStore:
         self._prefix = prefix
         self._replay_window = replay_window
         self._create = client.register_script(CREATE_LUA)
+        self._reserve = client.register_script(RESERVE_LUA)
+        self._drop_stale = client.register_script(DROP_STALE_LUA)
+        self._indexed = False
+        self._stale_checked: dict[str, float] = {}
         self._commit = client.register_script(COMMIT_LUA)
         self._hub: PubSubHub | None = None
 
@@ -309,7 +368,48 @@ class RedisStore:
             raise
 
     async def open(self) -> None:
-        return None
+        try:
+            await self.index_existing()
+        except StoreUnavailable as exc:
+            # Not fatal: the first create or listing tries again.
+            log.warning("streams not indexed by tenant yet (%s); retried on first use", exc)
+
+    async def index_existing(self) -> int:
+        """Add the streams that are in no tenant's index yet to their tenant's; how many.
+
+        Those are the streams created before tenant indexes existed (or by a
+        process of such a release during a rolling upgrade). Runs once per
+        process; the difference of two sets, computed by Redis, is empty
+        afterwards, so a process start costs one SDIFF.
+        """
+        if self._indexed:
+            return 0
+        added = 0
+        async with self._guard():
+            missing: Any = await self._redis.sdiff(
+                [index_key(self._prefix), indexed_key(self._prefix)]
+            )
+            ids = sorted(m.decode() for m in missing)
+            for start in range(0, len(ids), 500):
+                batch = ids[start : start + 500]
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for sid in batch:
+                        pipe.hget(stream_keys(self._prefix, sid).meta, "info")
+                    infos = await pipe.execute()
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for sid, info in zip(batch, infos, strict=True):
+                        if info is None:
+                            continue  # a stale entry: its stream is gone
+                        tenant = json.loads(info).get("tenant")
+                        owned = tenant_index_key(self._prefix, tenant)
+                        pipe.zadd(owned, {sid: time.time()}, nx=True)
+                        pipe.sadd(indexed_key(self._prefix), sid)
+                        added += 1
+                    await pipe.execute()
+        self._indexed = True
+        if added:
+            log.info("indexed %d existing stream(s) by tenant", added)
+        return added
 
     async def close(self) -> None:
         if self._hub is not None:
@@ -350,17 +450,63 @@ class RedisStore:
         created_at: str,
         selection: bytes,
         status: bytes,
+        *,
+        tenant: str | None = None,
+        quota: int | None = None,
     ) -> None:
         k = stream_keys(self._prefix, stream_id)
+        owned = tenant_index_key(self._prefix, tenant)
+        await self.index_existing()
         async with self._guard():
-            # Index first: a listing tolerates an id whose stream is missing, never the reverse.
+            # Indexes first: a listing tolerates an id whose stream is missing, never the
+            # reverse. The reservation counts the tenant's streams and adds this one at once.
+            if not await self._reserve_id(owned, stream_id, quota):
+                raise QuotaReached(tenant, quota or 0)
             await self._redis.sadd(index_key(self._prefix), stream_id)
+            await self._redis.sadd(indexed_key(self._prefix), stream_id)
             created = await self._create(
                 keys=list(k.all()),
                 args=[json.dumps(info), incarnation, blob, created_at, selection, status],
             )
+            if created:
+                # Again: a delete of the same id may have removed the reservation meanwhile.
+                await self._redis.zadd(owned, {stream_id: time.time()})
         if not created:
             raise StreamExists(stream_id)
+
+    async def _reserve_id(self, owned: str, stream_id: str, quota: int | None) -> bool:
+        """Reserve ``stream_id`` in the tenant's index unless it is full (see RESERVE_LUA)."""
+        limit = quota if quota is not None else 2**53
+        for attempt in range(2):
+            if await self._reserve(keys=[owned], args=[stream_id, limit, time.time()]):
+                return True
+            # Full: reservations left by creates that never happened may hold slots.
+            if attempt or not await self._drop_stale_reservations(owned):
+                return False
+        return False
+
+    async def _drop_stale_reservations(self, owned: str) -> int:
+        """Drop the tenant's index entries whose stream does not exist (old enough)."""
+        now = time.monotonic()
+        if now - self._stale_checked.get(owned, -STALE_CHECK_INTERVAL) < STALE_CHECK_INTERVAL:
+            return 0
+        self._stale_checked[owned] = now
+        cutoff = time.time() - RESERVATION_GRACE
+        old: Any = await self._redis.zrangebyscore(owned, "-inf", cutoff)
+        ids = [m.decode() for m in old]
+        gone: list[str] = []
+        for start in range(0, len(ids), 500):
+            batch = ids[start : start + 500]
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for sid in batch:
+                    pipe.exists(stream_keys(self._prefix, sid).meta)
+                exists = await pipe.execute()
+            gone += [sid for sid, e in zip(batch, exists, strict=True) if not e]
+        if not gone:
+            return 0
+        dropped = int(await self._drop_stale(keys=[owned], args=[cutoff, *gone]))
+        log.info("dropped %d stale entr(ies) of %s", dropped, owned)
+        return dropped
 
     async def load(self, stream_id: str) -> StreamRecord:
         k = stream_keys(self._prefix, stream_id)
@@ -436,9 +582,10 @@ class RedisStore:
             value: Any = await self._redis.hget(k.responses, response_field(producer, seq))
         return None if value is None else bytes(value)
 
-    async def list_streams(self) -> list[StreamSummary]:
+    async def list_streams(self, tenant: str | None = None) -> list[StreamSummary]:
+        await self.index_existing()
         async with self._guard():
-            members: Any = await self._redis.smembers(index_key(self._prefix))
+            members: Any = await self._redis.zrange(tenant_index_key(self._prefix, tenant), 0, -1)
             ids = sorted(m.decode() for m in members)
             async with self._redis.pipeline(transaction=False) as pipe:
                 for sid in ids:
@@ -449,10 +596,14 @@ class RedisStore:
     async def delete(self, stream_id: str) -> bool:
         k = stream_keys(self._prefix, stream_id)
         async with self._guard():
-            existed = await self._redis.exists(k.meta)
+            info: Any = await self._redis.hget(k.meta, "info")
             await self._redis.delete(*k.all())
+            if info is not None:
+                tenant = json.loads(info).get("tenant")
+                await self._redis.zrem(tenant_index_key(self._prefix, tenant), stream_id)
             await self._redis.srem(index_key(self._prefix), stream_id)
-        return bool(existed)
+            await self._redis.srem(indexed_key(self._prefix), stream_id)
+        return info is not None
 
 
 def _summary(values: Sequence[Any]) -> StreamSummary:
@@ -466,4 +617,4 @@ def _summary(values: Sequence[Any]) -> StreamSummary:
     )
 
 
-__all__ = ["COMMIT_LUA", "CREATE_LUA", "RedisStore"]
+__all__ = ["COMMIT_LUA", "CREATE_LUA", "RESERVE_LUA", "RedisStore"]

@@ -20,7 +20,7 @@ from starlette.status import (
     WS_1013_TRY_AGAIN_LATER,
 )
 
-from featurestream.api.tenancy import STREAM_ID_PATTERN, scoped_id, tenant_of
+from featurestream.api.tenancy import STREAM_ID_PATTERN, credential_of, scoped_id
 from featurestream.api.ws.session import Session, Sessions, error_text
 from featurestream.errors import InvalidInput, Unauthorized
 
@@ -75,7 +75,7 @@ async def stream_socket(websocket: WebSocket, stream_id: str) -> None:
         producer, seq = parse_query(websocket)
         # The key comes in the Authorization header, or as ?token= for clients
         # (browsers) that cannot set headers on a WebSocket.
-        tenant = tenant_of(websocket, websocket.query_params.get("token"))
+        credential = credential_of(websocket, websocket.query_params.get("token"))
     except Unauthorized as exc:
         await websocket.send_text(error_text(exc))
         await websocket.close(WS_1008_POLICY_VIOLATION, "unauthorized")
@@ -87,13 +87,14 @@ async def stream_socket(websocket: WebSocket, stream_id: str) -> None:
     session = Session(
         websocket,
         websocket.app.state.engine,
-        scoped_id(tenant, stream_id),
+        scoped_id(None if credential is None else credential.tenant, stream_id),
         producer=producer,
         max_inflight=settings.ws_max_inflight,
         group_max_frames=settings.ws_group_max_frames,
         stats=sessions.stats,
     )
-    sessions.add(session)
+    # Remembered with the session: when the key is revoked, the session is closed (1008).
+    sessions.add(session, credential)
     try:
         await session.run(seq)
     finally:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 
@@ -37,6 +38,7 @@ from starlette.status import (
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from featurestream.api import arrays
+from featurestream.api.auth import Credential
 from featurestream.api.problems import problem_of
 from featurestream.api.ws.messages import FrameDecoder, not_instances
 from featurestream.engine import (
@@ -95,22 +97,37 @@ class WebSocketStats:
 
 
 class Sessions:
-    """The open sessions of an app, closed cleanly when the server shuts down."""
+    """The open sessions of an app, closed cleanly when the server shuts down.
+
+    Each session is kept with the credential it authenticated with (None when
+    keys are off), so :meth:`revoke` can close those whose key was revoked.
+    """
 
     def __init__(self) -> None:
-        self._open: set[Session] = set()
+        self._open: dict[Session, Credential | None] = {}
         self.stats = WebSocketStats()
         self.closing = False
 
     def __len__(self) -> int:
         return len(self._open)
 
-    def add(self, session: Session) -> None:
-        self._open.add(session)
+    def add(self, session: Session, credential: Credential | None = None) -> None:
+        self._open[session] = credential
         self.stats.connections += 1
 
     def discard(self, session: Session) -> None:
-        self._open.discard(session)
+        self._open.pop(session, None)
+
+    async def revoke(self, valid: Callable[[Credential], bool]) -> int:
+        """Close (1008) the sessions whose credential is no longer ``valid``; how many."""
+        revoked = [s for s, c in list(self._open.items()) if c is not None and not valid(c)]
+        for s in revoked:
+            log.warning("closing a WebSocket on stream %r: its API key was revoked", s.stream_id)
+        await asyncio.gather(
+            *(s.shutdown(WS_1008_POLICY_VIOLATION, "API key revoked") for s in revoked),
+            return_exceptions=True,
+        )
+        return len(revoked)
 
     async def close_all(
         self, code: int = WS_1001_GOING_AWAY, reason: str = "server shutdown"
@@ -206,6 +223,8 @@ class Session:
             # Subscribed first, then read: no change falls between the two.
             current = await self.engine.selection(self.stream_id)
             await self._forward_selection(wire.parse_selection(current.document))
+            if self._shutdown is not None:
+                return  # shut down (or revoked) while connecting: read nothing
             self.phase = Phase.OPEN
             loop = asyncio.get_running_loop()
             self._reader = loop.create_task(self._read())

@@ -1,0 +1,74 @@
+"""Each tenant's index of streams: the quota counted atomically with the create, listings
+that read one tenant only, reservations left by creates that never happened."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from featurestream.errors import StreamExists
+from featurestream.store import StateStore
+from featurestream.store.base import QuotaReached
+from featurestream.store.keys import tenant_index_key
+from featurestream.store.redis import RESERVATION_GRACE, RedisStore
+
+pytestmark = pytest.mark.anyio
+
+
+async def _create(
+    store: StateStore, sid: str, tenant: str | None, quota: int | None, incarnation: str = "i"
+) -> None:
+    info: dict[str, Any] = {"id": sid, "kind": "features", "tenant": tenant}
+    await store.create(sid, info, incarnation, b"s", "t0", b"{}", b"{}", tenant=tenant, quota=quota)
+
+
+async def test_the_quota_counts_the_tenant_only_and_a_delete_frees_a_slot(
+    store: StateStore,
+) -> None:
+    for sid in ("a~1", "a~2"):
+        await _create(store, sid, "a", 2)
+    with pytest.raises(QuotaReached):
+        await _create(store, "a~3", "a", 2)
+    # The same id again is a conflict, not a quota problem, and counts nothing.
+    with pytest.raises(StreamExists):
+        await _create(store, "a~1", "a", 2, incarnation="another")
+    await _create(store, "b~1", "b", 2)
+    await _create(store, "plain", None, 2)
+    assert [s.info["id"] for s in await store.list_streams("a")] == ["a~1", "a~2"]
+    assert [s.info["id"] for s in await store.list_streams("b")] == ["b~1"]
+    assert [s.info["id"] for s in await store.list_streams()] == ["plain"]
+    assert await store.delete("a~1")
+    await _create(store, "a~3", "a", 2)
+    assert [s.info["id"] for s in await store.list_streams("a")] == ["a~2", "a~3"]
+
+
+@pytest.mark.redis
+async def test_a_reservation_whose_create_never_happened_is_dropped_when_old(
+    redis_url: str, key_prefix: str
+) -> None:
+    client = aioredis.Redis.from_url(redis_url)
+    store = RedisStore(client, prefix=key_prefix)
+    try:
+        await _create(store, "a~1", "a", 2)
+        owned = tenant_index_key(key_prefix, "a")
+        # A fresh reservation (a create under way elsewhere) holds its slot ...
+        await client.zadd(owned, {"a~pending": time.time()})
+        with pytest.raises(QuotaReached):
+            await _create(store, "a~2", "a", 2)
+        assert await client.zscore(owned, "a~pending") is not None
+        # ... one older than the grace, whose stream does not exist, does not.
+        await client.zadd(owned, {"a~pending": time.time() - RESERVATION_GRACE - 5})
+        other = RedisStore(client, prefix=key_prefix)  # checks for stale entries now
+        await _create(other, "a~2", "a", 2)
+        assert await client.zscore(owned, "a~pending") is None
+        assert [s.info["id"] for s in await other.list_streams("a")] == ["a~1", "a~2"]
+        # An old entry whose stream exists is kept.
+        await client.zadd(owned, {"a~1": time.time() - RESERVATION_GRACE - 5})
+        with pytest.raises(QuotaReached):
+            await _create(RedisStore(client, prefix=key_prefix), "a~3", "a", 2)
+        assert await client.zscore(owned, "a~1") is not None
+    finally:
+        await client.aclose()
