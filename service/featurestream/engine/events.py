@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from featurestream.engine.results import EventPage, EventRecord
-from featurestream.errors import InvalidInput
+from featurestream.errors import HistoryTrimmed, InvalidInput
 from featurestream.store.base import StateStore
 
 
@@ -20,6 +20,9 @@ async def read_events(
         entries = await store.events(stream_id, next_version, 64)
         if not entries:
             break
+        if after and not out and entries[0].version > next_version:
+            # The log keeps the last event_retention commits: what follows 'after' is gone.
+            raise HistoryTrimmed(stream_id, after, entries[0].version)
         for entry in entries:
             payload = json.loads(entry.payload)
             for i, ev in enumerate(payload["events"]):

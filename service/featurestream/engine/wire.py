@@ -38,6 +38,7 @@ from featurestream.engine.results import (
 from featurestream.errors import (
     ConcurrentUpdate,
     FeatureStreamError,
+    HistoryTrimmed,
     InvalidInput,
     InvalidParameter,
     LimitExceeded,
@@ -45,6 +46,7 @@ from featurestream.errors import (
     QuotaExceeded,
     RequestTimeout,
     SequenceConflict,
+    StoreFull,
     StoreUnavailable,
     StreamExists,
     StreamNotFound,
@@ -277,6 +279,8 @@ PROBLEMS: dict[type[FeatureStreamError], tuple[int, str, str]] = {
     RequestTimeout: (408, "request-timeout", "Request timeout"),
     UnsupportedMediaType: (415, "unsupported-media-type", "Unsupported media type"),
     StoreUnavailable: (503, "store-unavailable", "State store unavailable"),
+    StoreFull: (503, "store-full", "State store full"),
+    HistoryTrimmed: (410, "history-trimmed", "History no longer kept"),
     CodecError: (500, "corrupt-state", "Stored state cannot be decoded"),
 }
 
