@@ -44,8 +44,9 @@ from tests.faults.harness import (
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
 STORE_TIMEOUT = 2.0
-# Every answer while Redis is hung: the store timeout, plus the slack of a loaded machine.
-BOUND = STORE_TIMEOUT + 1.5
+# Every answer while Redis is hung: the store timeout, plus the slack of a loaded machine
+# (ten probes start at once, each with a client of its own, beside three producers).
+BOUND = STORE_TIMEOUT + 2.0
 PAUSE = 10.0
 
 
@@ -161,7 +162,7 @@ def test_redis_hung_for_ten_seconds_every_answer_within_the_bound_nothing_lost(
         assert status == expected, (what, status, took)
         assert took < BOUND, (what, took)
     readyz = next(took for what, _, took in probes if what == "readyz")
-    assert readyz < STORE_TIMEOUT + 1.0
+    assert readyz < STORE_TIMEOUT + 1.5
     # Every answer the producers got, before, during and after the hang, within the bound.
     latencies = sorted(t for p in producers for t in p.log.latencies)
     stats = (
