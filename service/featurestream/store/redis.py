@@ -523,7 +523,8 @@ class RedisStore:
         args.append("\n".join(commit.names) if commit.state_changed else "")
         async with self._guard():
             reply: Any = await self._commit(keys=list(k.all()), args=args)
-        self._full_at = None
+        if isinstance(reply, int) and reply >= 0:
+            self._full_at = None  # a write went through: Redis has room
         if isinstance(reply, list):
             raise DuplicateNames(stream_id, [bytes(n).decode() for n in reply[1:]])
         result = int(reply)
