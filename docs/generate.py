@@ -167,7 +167,8 @@ _CLOSE_MEANINGS = {
         "(after the frames already read are answered)"
     ),
     "WS_1011_INTERNAL_ERROR": "server error",
-    "WS_1013_TRY_AGAIN_LATER": "the store is unavailable or the server is shutting down: retry",
+    "WS_1013_TRY_AGAIN_LATER": "the store is unavailable, hung or full, or the server is "
+    "shutting down: retry",
 }
 
 
@@ -295,6 +296,17 @@ def _errors(lines: list[str]) -> None:
         "Requests that never reach a route are answered the same way: a body that is not",
         "JSON is `400` `/problems/malformed-body`; an unknown path `404` `/problems/not-found`;",
         "a wrong method `405` `/problems/method-not-allowed`.",
+        "",
+        "The store's own limits: every store call is bounded by `store_timeout` (2 s by",
+        "default), so a hung or unreachable Redis is a `503` `/problems/store-unavailable`",
+        "within about that on every route (WebSockets: an `error`, then close 1013);",
+        "Redis at `maxmemory` is a `503` `/problems/store-full`. Both carry `Retry-After`.",
+        "A stream rolled back under the server (a failover, a restored backup) answers the",
+        "next write of a producer whose updates were lost with `409`",
+        "`/problems/sequence-conflict` and the true `expected_seq`: resend from there.",
+        "`GET /events` with an `after` older than the log keeps (`event_retention`) is",
+        "`410` `/problems/history-trimmed` with `oldest_version`; without `after` it starts",
+        "at the oldest event kept.",
         "",
     ]
 

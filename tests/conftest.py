@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -52,6 +53,7 @@ class RedisServer:
     directory: str
     appendonly: bool = True
     process: subprocess.Popen[bytes] | None = None
+    extra: tuple[str, ...] = ()  # further redis-server arguments (--maxmemory 4mb, ...)
 
     @property
     def url(self) -> str:
@@ -79,6 +81,7 @@ class RedisServer:
             "no",
             "--logfile",
             "redis.log",
+            *self.extra,
         ]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
@@ -105,6 +108,16 @@ class RedisServer:
             self.process.wait(10)
             self.process = None
 
+    def pause(self) -> None:
+        """SIGSTOP: Redis hangs, its connections stay open and its port accepts."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after :meth:`pause`."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
 
 @pytest.fixture
 def redis_server_factory() -> Iterator[Callable[..., RedisServer]]:
@@ -112,10 +125,10 @@ def redis_server_factory() -> Iterator[Callable[..., RedisServer]]:
     servers: list[RedisServer] = []
     dirs: list[str] = []
 
-    def make(appendonly: bool = True) -> RedisServer:
+    def make(appendonly: bool = True, extra: tuple[str, ...] = ()) -> RedisServer:
         d = tempfile.mkdtemp(prefix="fs-redis-")
         dirs.append(d)
-        server = RedisServer(free_port(), d, appendonly)
+        server = RedisServer(free_port(), d, appendonly, extra=extra)
         server.start()
         servers.append(server)
         return server

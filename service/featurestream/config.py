@@ -55,6 +55,19 @@ class Settings(BaseSettings):
     replay_window: int = Field(
         1000, ge=1000, description="Stored responses kept per producer for seq replays."
     )
+    replay_bytes: int = Field(
+        16 * 1024 * 1024,
+        ge=1024 * 1024,
+        description="Bytes of stored responses kept per stream for seq replays, over all "
+        "its producers; beyond it the oldest go first (a replay of one of them is "
+        "refused as older than the replay window).",
+    )
+    event_retention: int = Field(
+        10_000,
+        ge=100,
+        description="Entries (commits) of each stream's event log kept in the store; the "
+        "oldest are trimmed beyond it (exactly: XADD MAXLEN =).",
+    )
     commit_retries: int = Field(
         50, ge=1, description="Re-applies after a concurrent update before answering 409."
     )
@@ -64,8 +77,9 @@ class Settings(BaseSettings):
     cache_bytes: int = Field(
         256 * 1024 * 1024,
         ge=0,
-        description="Bytes of encoded state (as stored) of the streams a process keeps "
-        "decoded in memory; the least recently used go first beyond it or cache_streams.",
+        description="Bytes of memory the decoded states of the streams a process keeps "
+        "in memory may take (their arrays, names and numbers, as measured); the least "
+        "recently used go first beyond it or cache_streams.",
     )
     api_keys_file: str | None = Field(
         None,
@@ -97,6 +111,13 @@ class Settings(BaseSettings):
         False,
         description="Offer permessage-deflate to WebSocket clients that ask for it. Off: "
         "frames of numbers barely compress, and zlib would cost most of a frame's time.",
+    )
+    store_timeout: float = Field(
+        2.0,
+        gt=0,
+        description="Seconds any one call to the store may take end to end, retries "
+        "included; beyond it the request fails with 503 store-unavailable (outcome "
+        "unknown for a write) and /readyz fails.",
     )
     redis_socket_timeout: float = Field(
         10.0, gt=0, description="Seconds a Redis command may take before it fails (503)."

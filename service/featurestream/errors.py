@@ -200,10 +200,34 @@ class StoreUnavailable(FeatureStreamError):
         return {"retryable": True}
 
 
+class HistoryTrimmed(FeatureStreamError):
+    """Events asked for are older than the event log keeps (``event_retention``)."""
+
+    def __init__(self, stream_id: str, after: str, oldest: int) -> None:
+        super().__init__(
+            f"The events of stream {stream_id!r} after {after!r} are no longer kept: its log "
+            f"keeps the last commits only, from version {oldest}. Read again without "
+            "'after' to start from the oldest event kept."
+        )
+        self.stream_id = stream_id
+        self.oldest_version = oldest
+
+    def fields(self) -> dict[str, Any]:
+        return {"stream_id": self.stream_id, "oldest_version": self.oldest_version}
+
+
+class StoreFull(StoreUnavailable):
+    """The store refuses writes: Redis is at ``maxmemory`` (noeviction)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
 __all__ = [
     "ConcurrentUpdate",
     "DuplicateNames",
     "FeatureStreamError",
+    "HistoryTrimmed",
     "InvalidInput",
     "InvalidParameter",
     "LimitExceeded",
@@ -212,6 +236,7 @@ __all__ = [
     "QuotaExceeded",
     "RequestTimeout",
     "SequenceConflict",
+    "StoreFull",
     "StoreUnavailable",
     "StreamExists",
     "StreamNotFound",

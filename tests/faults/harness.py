@@ -434,6 +434,9 @@ class ProducerLog:
     close_codes: Counter[int | None] = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
     done: bool = False
+    # Seconds from sending a request (frame) to its answer: a response, an ack or
+    # error message, or the close that ends the connection it was sent on.
+    latencies: list[float] = field(default_factory=list)
 
     @property
     def last_ack(self) -> int:
@@ -543,8 +546,10 @@ class FeatureProducer(_Producer):
         while True:
             if time.monotonic() > end:
                 self._fail(f"seq {seq} not acknowledged within {self.deadline}s")
+            sent = time.monotonic()
             try:
                 r = client.post(self.route() + path, **request.http(log.name, seq))
+                log.latencies.append(time.monotonic() - sent)
             except httpx.ConnectError:
                 log.refused_connections += 1
                 time.sleep(self.pause)
@@ -576,6 +581,27 @@ class FeatureProducer(_Producer):
             if r.status_code == 409 and kind == CONCURRENT_UPDATE:
                 continue
             self._fail(f"seq {seq}: unexpected {r.status_code} {r.text[:300]}")
+
+
+def instances_http(A: np.ndarray, producer: str, seq: int) -> dict[str, Any]:
+    """Keyword arguments of ``httpx.post`` for labelled instances (label last) as ``seq``."""
+    return {
+        "content": npy(A),
+        "headers": {
+            "Content-Type": "application/x-npy",
+            "X-Label-Column": "last",
+            "X-Producer": producer,
+            "X-Seq": str(seq),
+        },
+    }
+
+
+def metric(base_url: str, name: str) -> float:
+    """The value of an unlabelled metric of a server's ``/metrics``."""
+    for line in httpx.get(base_url + "/metrics", timeout=10).text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics")
 
 
 def fixed_route(url: str) -> Callable[[], str]:
@@ -620,6 +646,7 @@ class FrameProducer(_Producer):
         super().__init__(stream_id, name, len(frames), deadline, pause, interval)
         self.payloads = [npy(f) for f in frames]
         self._first_sent = 0  # frames sent once: resends after a reconnect are not paced
+        self._sent_at: dict[int, float] = {}  # frames sent on this connection, unanswered
         self.server = server
         self.window = window
 
@@ -650,6 +677,7 @@ class FrameProducer(_Producer):
                         self.pacer.wait()
                         self._first_sent = next_send
                     conn.send(self.payloads[next_send - 1])
+                    self._sent_at[next_send] = time.monotonic()
                     log.sent += 1
                     next_send += 1
                 try:
@@ -662,6 +690,11 @@ class FrameProducer(_Producer):
             for raw in _drain(conn):
                 self._take(raw)
             log.close_codes[exc.rcvd.code if exc.rcvd else CLOSE_DROPPED] += 1
+            # The close answers the frames still unacknowledged: they are sent again.
+            now = time.monotonic()
+            log.latencies += [now - t for t in self._sent_at.values()]
+        finally:
+            self._sent_at.clear()
 
     def _take(self, raw: str | bytes) -> None:
         log = self.log
@@ -672,6 +705,9 @@ class FrameProducer(_Producer):
             if seq != log.last_ack + 1:
                 self._fail(f"ack {seq} arrived after ack {log.last_ack}")
             log.acks[seq] = Ack(seq, int(msg["version"]), instances_seen=msg["instances_seen"])
+            sent = self._sent_at.pop(seq, None)
+            if sent is not None:
+                log.latencies.append(time.monotonic() - sent)
         elif kind == "selection":
             return
         elif (
@@ -1170,7 +1206,9 @@ __all__ = [
     "feature_workload",
     "fixed_route",
     "instance_workload",
+    "instances_http",
     "lost_acks",
+    "metric",
     "npy",
     "random_route",
     "read_event_log",

@@ -15,7 +15,6 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import httpx
 import numpy as np
 import pytest
 from websockets.sync.client import connect
@@ -30,6 +29,7 @@ from tests.faults.harness import (
     feature_workload,
     fixed_route,
     instance_workload,
+    metric,
     random_route,
     read_stored,
     seed_note,
@@ -37,13 +37,6 @@ from tests.faults.harness import (
 )
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
-
-
-def _metric(base_url: str, name: str) -> float:
-    for line in httpx.get(base_url + "/metrics", timeout=10).text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise AssertionError(f"{name} not in /metrics")
 
 
 @pytest.mark.parametrize("count", [2, 4])
@@ -87,7 +80,7 @@ def test_processes_hammering_one_stream_equal_the_serial_order_of_the_log(
         order = [b.producer for b in stored.batches]
         switches = sum(a != b for a, b in itertools.pairwise(order))
         assert switches >= len(names)
-        conflicts = sum(_metric(s.url, "featurestream_commit_conflicts_total") for s in servers)
+        conflicts = sum(metric(s.url, "featurestream_commit_conflicts_total") for s in servers)
         print(
             f"{count} processes, {len(names)} producers: {figures}, commit conflicts {conflicts:g}"
         )

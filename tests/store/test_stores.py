@@ -28,11 +28,15 @@ async def _create(store: StateStore, sid: str = "s1", incarnation: str = "inc-1"
     )
 
 
-def _commit(version: int, *, cid: str, incarnation: str = "inc-1", **kw: object) -> Commit:
+def _commit(
+    version: int, *, cid: str, parent: str = "", incarnation: str = "inc-1", **kw: object
+) -> Commit:
+    """Commit on top of ``version``, whose last commit id is ``parent`` ("" after create)."""
     fields: dict[str, object] = {
         "commit_id": cid,
         "incarnation": incarnation,
         "expected_version": version,
+        "expected_commit": parent,
         "blob": f"state-{version + 1}".encode(),
         "updated_at": f"t{version + 1}",
         "selection": json.dumps({"v": version + 1}).encode(),
@@ -78,7 +82,7 @@ async def test_commit_bumps_version_and_writes_everything(store: StateStore) -> 
     assert await store.stored_response("s1", "p", 1) == b"r1"
     # The names are recorded: a later commit naming one of them is refused whole.
     with pytest.raises(DuplicateNames) as info:
-        await store.commit("s1", _commit(1, cid="c2", names=["c", "b"]))
+        await store.commit("s1", _commit(1, cid="c2", parent="c1", names=["c", "b"]))
     assert info.value.names == ["b"]
     assert (await store.load("s1")).version == 1
     entries = await store.events("s1", 1, 10)
@@ -129,7 +133,7 @@ async def test_other_incarnation_is_a_concurrent_update(store: StateStore) -> No
 async def test_events_page_by_version(store: StateStore) -> None:
     await _create(store)
     for v in range(5):
-        await store.commit("s1", _commit(v, cid=f"c{v}"))
+        await store.commit("s1", _commit(v, cid=f"c{v}", parent=f"c{v - 1}" if v else ""))
     assert [e.version for e in await store.events("s1", 2, 2)] == [2, 3]
     assert [e.version for e in await store.events("s1", 5, 10)] == [5]
     assert await store.events("s1", 6, 10) == []
@@ -139,7 +143,9 @@ async def test_replay_window_drops_old_responses(store: StateStore) -> None:
     await _create(store)
     window = 1000
     await store.commit("s1", _commit(0, cid="c0", producer="p", responses=[(1, b"one")]))
-    await store.commit("s1", _commit(1, cid="c1", producer="p", responses=[(1 + window, b"later")]))
+    await store.commit(
+        "s1", _commit(1, cid="c1", parent="c0", producer="p", responses=[(1 + window, b"later")])
+    )
     assert await store.stored_response("s1", "p", 1) is None
     assert await store.stored_response("s1", "p", 1 + window) == b"later"
 
@@ -189,7 +195,7 @@ async def test_group_commit_trims_each_response_to_the_replay_window(store: Stat
     window = 1000
     await store.commit("s1", _commit(0, cid="a", producer="p", responses=[(1, b"1"), (2, b"2")]))
     later = [(1 + window, b"x"), (2 + window, b"y")]
-    await store.commit("s1", _commit(1, cid="b", producer="p", responses=later))
+    await store.commit("s1", _commit(1, cid="b", parent="a", producer="p", responses=later))
     assert await store.stored_response("s1", "p", 1) is None
     assert await store.stored_response("s1", "p", 2) is None
     assert await store.stored_response("s1", "p", 2 + window) == b"y"
@@ -204,6 +210,7 @@ async def test_records_only_commit_keeps_state_version_and_log(store: StateStore
             _commit(
                 1,
                 cid="c2",
+                parent="c1",
                 producer="p",
                 responses=[(2, b"refused")],
                 state_changed=False,
@@ -220,7 +227,8 @@ async def test_records_only_commit_keeps_state_version_and_log(store: StateStore
             await store.commit(
                 "s1", _commit(0, cid="c3", producer="p", responses=[(3, b"")], state_changed=False)
             )
-        await store.commit("s1", _commit(1, cid="c4", notify=b'{"version":2}'))
+        # A records-only commit is the stream's last commit too.
+        await store.commit("s1", _commit(1, cid="c4", parent="c2", notify=b'{"version":2}'))
         assert await asyncio.wait_for(sub.get(), 5) == b'{"version":2}'
 
 
@@ -231,9 +239,12 @@ async def test_every_subscriber_gets_each_notification_in_order(store: StateStor
     await _create(store)
     async with store.subscribe("s1") as a, store.subscribe("s1") as b:
         for v in range(3):
-            await store.commit("s1", _commit(v, cid=f"c{v}", notify=f"n{v}".encode()))
-        await store.commit("s1", _commit(3, cid="quiet"))  # no notify: nothing sent
-        await store.commit("s1", _commit(4, cid="c4", notify=b"n4"))
+            notify = f"n{v}".encode()
+            await store.commit(
+                "s1", _commit(v, cid=f"c{v}", parent=f"c{v - 1}" if v else "", notify=notify)
+            )
+        await store.commit("s1", _commit(3, cid="quiet", parent="c2"))  # no notify: nothing sent
+        await store.commit("s1", _commit(4, cid="c4", parent="quiet", notify=b"n4"))
         for sub in (a, b):
             got = [await asyncio.wait_for(sub.get(), 5) for _ in range(4)]
             assert got == [b"n0", b"n1", b"n2", b"n4"]
@@ -241,7 +252,7 @@ async def test_every_subscriber_gets_each_notification_in_order(store: StateStor
     await _create(store, "s2", "inc-2")
     async with store.subscribe("s1") as sub:
         await store.commit("s2", _commit(0, cid="o", incarnation="inc-2", notify=b"other"))
-        await store.commit("s1", _commit(5, cid="c5", notify=b"mine"))
+        await store.commit("s1", _commit(5, cid="c5", parent="c4", notify=b"mine"))
         assert await asyncio.wait_for(sub.get(), 5) == b"mine"
 
 
@@ -277,7 +288,7 @@ async def test_redis_notifications_survive_a_redis_restart(
             assert await asyncio.wait_for(sub.get(), 20) == RESYNC
             for _attempt in range(100):
                 try:
-                    await store.commit("s1", _commit(1, cid="c1", notify=b"after"))
+                    await store.commit("s1", _commit(1, cid="c1", parent="c0", notify=b"after"))
                     break
                 except StoreUnavailable:
                     await asyncio.sleep(0.1)

@@ -13,7 +13,9 @@ BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 ENGINE_COUNTERS = {
     "commits": "State changes committed to the store.",
     "commit_conflicts": "Commits lost to a concurrent writer and re-applied.",
-    "store_errors": "Writes that failed because the store was unavailable.",
+    "store_errors": "Store calls of writes, creates and deletes that failed because the "
+    "store was unavailable, hung (store_timeout) or full.",
+    "store_full": "Of those, the ones Redis refused for want of memory (maxmemory).",
     "features_processed": "Feature columns applied.",
     "instances_processed": "Instances applied.",
 }
@@ -88,6 +90,19 @@ def render(metrics: Metrics) -> str:
         for kind in ("accepted", "rejected", "evicted"):
             labels = _labels(type=kind)
             lines.append(f"featurestream_decisions_total{labels} {counters['decisions_' + kind]}")
+        cache = metrics.engine.cache
+        lines += [
+            "# HELP featurestream_cache_streams Streams this process holds decoded.",
+            "# TYPE featurestream_cache_streams gauge",
+            f"featurestream_cache_streams {len(cache)}",
+            "# HELP featurestream_cache_bytes Memory their decoded states take (measured).",
+            "# TYPE featurestream_cache_bytes gauge",
+            f"featurestream_cache_bytes {cache.bytes}",
+            "# HELP featurestream_stream_locks Per-stream locks held, awaited or of a "
+            "cached stream.",
+            "# TYPE featurestream_stream_locks gauge",
+            f"featurestream_stream_locks {cache.locks()}",
+        ]
     if metrics.ws is not None:
         stats = metrics.ws.stats
         lines += [

@@ -27,7 +27,12 @@ from featurestream.api import problems
 from featurestream.api.metrics import Metrics
 from featurestream.api.routes.selection import selection_response
 from featurestream.api.tenancy import STREAM_ID_PATTERN, scoped_id, tenant_of
-from featurestream.errors import FeatureStreamError, PayloadTooLarge, RequestTimeout
+from featurestream.errors import (
+    FeatureStreamError,
+    PayloadTooLarge,
+    RequestTimeout,
+    StoreUnavailable,
+)
 from featurestream.logs import access_log, request_id_var
 
 _SANE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -226,8 +231,10 @@ class SelectionReads:
     resolution. Sits inside the other middlewares (the access log, the metrics
     under the route's own label and the request id are those of the route). A
     request it does not answer itself (another route, a method other than GET,
-    a query string, a missing or bad key, an unknown stream, a store error)
-    goes on unchanged to the app, which renders the problem documents.
+    a query string, a missing or bad key, an unknown stream) goes on unchanged
+    to the app, which renders the problem documents. A store that is
+    unavailable is answered here (503): asking it again through the route would
+    wait ``store_timeout`` twice.
     """
 
     def __init__(self, app: ASGIApp, route: BaseRoute) -> None:
@@ -250,6 +257,10 @@ class SelectionReads:
         try:
             tenant = tenant_of(conn)
             selection = await conn.app.state.engine.selection(scoped_id(tenant, match[1]))
+        except StoreUnavailable as exc:
+            scope["route"] = self.route
+            await problems.problem_for(exc)(scope, receive, send)
+            return
         except FeatureStreamError:
             # 401, 404, 503...: the route answers with its problem document.
             await self.app(scope, receive, send)

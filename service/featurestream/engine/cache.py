@@ -2,25 +2,35 @@
 
 A process that holds the latest version of a stream applies a write without
 reading the state back from the store. The cache is bounded twice: by the
-number of streams (``cache_streams``) and by the size of their encoded state
-(``cache_bytes``, the length of the state blob the store holds, a fair
-estimate of the memory the decoded selector takes); the least recently used
-streams go first.
+number of streams (``cache_streams``) and by the memory their decoded states
+take (``cache_bytes``, measured by :func:`footprint`: the bytes of every array
+and of every Python object of the state, names included, which can be several
+times the encoded length); the least recently used streams go first.
 
 Each stream's writers in this process take its asyncio lock. A lock lives
 only while somebody holds or waits for it, or while the stream is cached, so
 the table does not grow with every stream id ever named (unknown ids too).
+When the holder fails because the store is unavailable (a hung Redis: it
+waited ``store_timeout``), the writers that were already waiting fail at once
+with it instead of each waiting ``store_timeout`` in turn: every request is
+answered within about one ``store_timeout`` however many queue on a stream.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import sys
+import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from featurestream.errors import StoreFull, StoreUnavailable
 from featurestream.selectors import Selector
 
 
@@ -33,19 +43,55 @@ class Live:
     version: int
     selector: Selector[Any, Any]
     producers: dict[str, int] = field(default_factory=dict)
-    # Length of the encoded state: the stream's weight in the cache's bytes bound.
+    # Memory the decoded state takes (footprint): the stream's weight in the bytes bound.
     size: int = 0
     from_cache: bool = False
+    # The last commit this copy holds: the next commit's expected_commit.
+    commit_id: str = ""
 
     @property
     def kind(self) -> str:
         return str(self.info["kind"])
 
 
+_STR = sys.getsizeof("")
+_ARRAY = sys.getsizeof(np.empty(0))
+
+
+def footprint(value: Any) -> int:
+    """Bytes a decoded selector state takes in memory, about.
+
+    Arrays count their buffers, sequences of names their strings, other Python
+    values their objects: what the state holds, not what its encoding weighs
+    (a name costs its length and a few bytes encoded, some 60 bytes more decoded).
+
+    >>> footprint(np.zeros(1000)) > 8000
+    True
+    """
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes) + _ARRAY
+    if isinstance(value, str):
+        return sys.getsizeof(value)
+    if isinstance(value, (tuple, list)):
+        size = sys.getsizeof(value)
+        if value and all(type(v) is str for v in value):
+            # The long sequences of names: summed in bulk (most are ASCII).
+            return size + len(value) * _STR + sum(map(len, value))
+        return size + sum(footprint(v) for v in value)
+    if isinstance(value, Mapping):
+        return sys.getsizeof(value) + sum(footprint(k) + footprint(v) for k, v in value.items())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sys.getsizeof(value) + sum(
+            footprint(getattr(value, f.name)) for f in dataclasses.fields(value)
+        )
+    return sys.getsizeof(value)
+
+
 @dataclass
 class _Slot:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     users: int = 0  # tasks holding or waiting for the lock
+    unavailable_at: float = -1.0  # when a holder last failed for want of the store
 
 
 class StreamCache:
@@ -66,7 +112,7 @@ class StreamCache:
 
     @property
     def bytes(self) -> int:
-        """Encoded size of the cached streams."""
+        """Memory the cached streams' decoded states take (their footprints)."""
         return self._bytes
 
     def locks(self) -> int:
@@ -112,9 +158,21 @@ class StreamCache:
         if slot is None:
             slot = self._slots[stream_id] = _Slot()
         slot.users += 1
+        arrived = time.monotonic()
         try:
             async with slot.lock:
-                yield
+                if slot.unavailable_at >= arrived:
+                    # The writer ahead of us waited for the store in vain meanwhile.
+                    raise StoreUnavailable(
+                        "The store did not answer the request ahead of this one on the "
+                        "same stream; nothing was applied."
+                    )
+                try:
+                    yield
+                except StoreUnavailable as exc:
+                    if not isinstance(exc, StoreFull):
+                        slot.unavailable_at = time.monotonic()
+                    raise
         finally:
             slot.users -= 1
             self._prune(stream_id)
@@ -125,4 +183,4 @@ class StreamCache:
             del self._slots[stream_id]
 
 
-__all__ = ["Live", "StreamCache"]
+__all__ = ["Live", "StreamCache", "footprint"]

@@ -8,6 +8,14 @@ change as one compare-and-set. When another process committed first, the
 commit fails, the engine reloads the stream and applies the request again:
 selectors are deterministic, so the result is exactly that of the serial
 order the store saw.
+
+The cached copy is trusted only where the store checks it: a commit is a
+compare-and-set on (incarnation, version, last commit id), so a copy that is
+behind, of a deleted and re-created stream, or of versions the store lost (a
+rollback) never commits. Every answer that is not a commit (a refusal, a
+replay that finds no stored response, the size of a feature stream) is given
+from the cache only after a cheap check of the stream's head
+(:meth:`StateStore.head`) shows the copy is current.
 """
 
 from __future__ import annotations
@@ -16,8 +24,8 @@ import asyncio
 import random
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar
@@ -29,7 +37,7 @@ import numpy.typing as npt
 from featurestream import codec
 from featurestream.config import Settings
 from featurestream.engine import catalogue, wire
-from featurestream.engine.cache import Live, StreamCache
+from featurestream.engine.cache import Live, StreamCache, footprint
 from featurestream.engine.catalogue import check_names
 from featurestream.engine.events import read_events
 from featurestream.engine.frames import Frame, Reply, apply_frames, attempt_frames
@@ -56,9 +64,11 @@ from featurestream.engine.results import (
 from featurestream.engine.sequencing import Fresh, Gap, Replay, classify, conflict, too_old
 from featurestream.errors import (
     ConcurrentUpdate,
+    FeatureStreamError,
     LimitExceeded,
     NumericallyUnstable,
     QuotaExceeded,
+    StoreFull,
     StoreUnavailable,
     WrongStreamKind,
 )
@@ -89,10 +99,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def _decode_checked(blob: bytes) -> tuple[codec.Decoded, str | None]:
-    """A stored state, and the first of its fields that is not finite (None: all are)."""
+def _decode_checked(blob: bytes) -> tuple[codec.Decoded, str | None, int]:
+    """A stored state, the first of its fields that is not finite (None: all are), and
+    the bytes its decoded form holds (its weight in the cache)."""
     decoded = codec.decode(blob)
-    return decoded, codec.nonfinite(decoded.state)
+    return decoded, codec.nonfinite(decoded.state), footprint(decoded.state)
 
 
 def _iso(t: datetime) -> str:
@@ -159,9 +170,10 @@ class StreamEngine:
         status = wire.status_counters(selector.status())
         try:
             # The store counts the tenant's streams and creates in one atomic step.
-            await self.store.create(
-                sid, info, incarnation, blob, now, selection, status, tenant=tenant, quota=quota
-            )
+            async with self._counted():
+                await self.store.create(
+                    sid, info, incarnation, blob, now, selection, status, tenant=tenant, quota=quota
+                )
         except QuotaReached:
             raise QuotaExceeded(
                 f"This tenant already has {quota} streams, the most it may hold; delete "
@@ -169,7 +181,8 @@ class StreamEngine:
                 limit="max_streams_per_tenant",
                 maximum=quota,
             ) from None
-        self.cache.put(sid, Live(info, incarnation, 0, selector, size=len(blob)))
+        held = footprint(selector.snapshot())
+        self.cache.put(sid, Live(info, incarnation, 0, selector, size=held))
         return wire.stream_resource(info, 0, now)
 
     async def get(self, stream_id: str) -> StreamResource:
@@ -185,7 +198,7 @@ class StreamEngine:
         ]
 
     async def delete(self, stream_id: str) -> bool:
-        async with self.cache.locked(stream_id):
+        async with self.cache.locked(stream_id), self._counted():
             self.cache.drop(stream_id)
             return await self.store.delete(stream_id)
 
@@ -196,8 +209,12 @@ class StreamEngine:
         return await self.store.ping()
 
     async def n_instances(self, stream_id: str) -> int:
-        """Rows of a feature stream (from memory when this process holds the stream)."""
+        """Rows of a feature stream (from memory when this process holds the stream and
+        it is still the same incarnation: the id may have been deleted and created again)."""
         live = self.cache.peek(stream_id)
+        if live is not None and (await self.store.head(stream_id)).incarnation != live.incarnation:
+            self.cache.drop(stream_id)
+            live = None
         info = live.info if live is not None else (await self.store.summary(stream_id)).info
         if info["kind"] != "features":
             raise WrongStreamKind(
@@ -399,6 +416,8 @@ class StreamEngine:
                 if isinstance(verdict, Replay):
                     stored = await self.store.stored_response(stream_id, producer, seq)
                     if stored is None:
+                        if live.from_cache:
+                            raise StaleCache
                         raise conflict(too_old(verdict), producer)
                     problem = wire.stored_problem(stored)
                     return Attempt(WriteResult(stored, True, live.version, problem))
@@ -431,10 +450,16 @@ class StreamEngine:
         On a concurrent update the stream is reloaded and the attempt runs again
         on the winner's state (selectors are deterministic).
         """
-        async with self.cache.locked(stream_id):
+        async with self.cache.locked(stream_id), self._counted():
+            verified = False
             for retry in range(self.settings.commit_retries):
                 live = await self._live(stream_id)
+                if verified:
+                    # The head showed this copy is current: its refusals stand.
+                    live.from_cache = verified = False
                 if live.kind != kind:
+                    if await self._stale(stream_id, live):
+                        continue
                     raise WrongStreamKind(
                         f"Stream {stream_id!r} is a {live.kind} stream; this request is for "
                         f"{kind} streams.",
@@ -445,12 +470,20 @@ class StreamEngine:
                 try:
                     step = await attempt(live)
                 except StaleCache:
-                    # Another process moved the producer on: read the stream again.
-                    self.cache.drop(stream_id)
+                    # A refusal from the cached copy (a gap, a replay with no stored
+                    # response): answer it only once the copy is known to be current.
+                    verified = not await self._stale(stream_id, live)
                     continue
-                except BaseException:
+                except BaseException as exc:
                     # Nothing was committed: put the selector back as it was.
                     live.selector = type(live.selector).resume(live.selector.params, previous)
+                    if (
+                        isinstance(exc, FeatureStreamError)
+                        and not isinstance(exc, StoreUnavailable)
+                        and await self._stale(stream_id, live)
+                    ):
+                        # Refused by a copy of another incarnation or version: try again.
+                        continue
                     raise
                 if step.outcome is None and not step.responses:
                     return step.result
@@ -464,23 +497,21 @@ class StreamEngine:
                 try:
                     committed = await self.store.commit(stream_id, commit)
                 except ConcurrentUpdate:
-                    # Another process won: reload its state and apply again.
+                    # Another process won, or the store is not at this copy's version any
+                    # more (a rollback): reload and apply again.
                     self.counters["commit_conflicts"] += 1
                     self.cache.drop(stream_id)
                     await asyncio.sleep(random.uniform(0, 0.002 * min(retry + 1, 10)))
                     continue
-                except StoreUnavailable:
-                    self.counters["store_errors"] += 1
-                    self.cache.drop(stream_id)
-                    raise
                 except BaseException:
-                    # Outcome unknown (store down, cancelled): forget what we hold.
+                    # Outcome unknown (store down or hung, cancelled): forget what we hold.
                     self.cache.drop(stream_id)
                     raise
                 live.version = committed
+                live.commit_id = commit.commit_id
                 self.counters["commits"] += 1
                 if step.outcome is not None:
-                    live.size = len(step.outcome.blob)
+                    live.size = step.outcome.footprint
                     self.counters.update(step.outcome.tally)
                 if step.responses:
                     live.producers[producer] = step.responses[-1][0]
@@ -488,13 +519,39 @@ class StreamEngine:
                 return step.result
             raise ConcurrentUpdate(stream_id, live.version)
 
+    async def _stale(self, stream_id: str, live: Live) -> bool:
+        """Whether ``live`` came from the cache and is not the store's current stream
+        (then it is dropped). StreamNotFound when the stream is gone."""
+        if not live.from_cache:
+            return False
+        head = await self.store.head(stream_id)
+        if (head.incarnation, head.version, head.commit_id) == (
+            live.incarnation,
+            live.version,
+            live.commit_id,
+        ):
+            return False
+        self.cache.drop(stream_id)
+        return True
+
+    @asynccontextmanager
+    async def _counted(self) -> AsyncIterator[None]:
+        """Count the calls that fail because the store is unavailable (or full)."""
+        try:
+            yield
+        except StoreUnavailable as exc:
+            self.counters["store_errors"] += 1
+            if isinstance(exc, StoreFull):
+                self.counters["store_full"] += 1
+            raise
+
     async def _live(self, stream_id: str) -> Live:
         live = self.cache.get(stream_id)
         if live is not None:
             live.from_cache = True
             return live
         record = await self.store.load(stream_id)
-        decoded, field = await anyio.to_thread.run_sync(_decode_checked, record.blob)
+        decoded, field, size = await anyio.to_thread.run_sync(_decode_checked, record.blob)
         if field is not None:
             # Written before states were checked: computing on it could stall the
             # process inside a numeric kernel. Refused, never cached.
@@ -512,7 +569,8 @@ class StreamEngine:
             version=record.version,
             selector=cls.resume(params, decoded.state),
             producers=record.producers,
-            size=len(record.blob),
+            size=size,
+            commit_id=record.commit_id,
         )
         self.cache.put(stream_id, live)
         return live

@@ -6,7 +6,7 @@ import json
 import re
 
 from featurestream.engine.results import EventPage, EventRecord
-from featurestream.errors import InvalidInput
+from featurestream.errors import HistoryTrimmed, InvalidInput
 from featurestream.store.base import StateStore
 
 
@@ -22,6 +22,9 @@ async def read_events(
         entries = await store.events(stream_id, next_version, min(_CHUNK, limit - len(out)))
         if not entries:
             break
+        if after and not out and entries[0].version > next_version:
+            # The log keeps the last event_retention commits: what follows 'after' is gone.
+            raise HistoryTrimmed(stream_id, after, entries[0].version)
         for entry in entries:
             payload = json.loads(entry.payload)
             for i, ev in enumerate(payload["events"]):

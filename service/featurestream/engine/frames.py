@@ -85,10 +85,12 @@ async def attempt_frames(
             if stored is not None:
                 results.append(FrameResult(f.seq, wire.stored_reply(stored, f.seq), replayed=True))
                 continue
+        if live.from_cache:
+            # A refusal from a cached copy: the engine checks the copy is current first.
+            raise StaleCache
+        if isinstance(verdict, Replay):
             refusal = conflict(too_old(verdict), producer)
         else:
-            if live.from_cache:
-                raise StaleCache
             refusal = conflict(verdict, producer)
         results.append(FrameResult(f.seq, wire.problem_of(refusal, shown), fatal=True))
         break

@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeVar
 
 from featurestream import codec
 from featurestream.engine import wire
-from featurestream.engine.cache import Live
+from featurestream.engine.cache import Live, footprint
 from featurestream.engine.results import Selection
 from featurestream.errors import NumericallyUnstable
 from featurestream.selectors import Selector
@@ -33,6 +33,8 @@ class Outcome:
     # What the change processed, for /metrics: counted here, in the worker thread,
     # since a request of many columns has as many events.
     tally: Counter[str]
+    # Memory the new state takes once decoded (the stream's weight in the cache).
+    footprint: int = 0
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,7 @@ def outcome_of(
         status=wire.status_counters(sel.status()),
         selection_changed=changed,
         tally=tally_of(events),
+        footprint=footprint(sel.snapshot()),
     )
 
 
@@ -121,6 +124,7 @@ def commit_of(live: Live, producer: str, step: Attempt[Any], now: str) -> Commit
             commit_id=uuid.uuid4().hex,
             incarnation=live.incarnation,
             expected_version=live.version,
+            expected_commit=live.commit_id,
             blob=b"",
             updated_at=now,
             selection=b"",
@@ -134,6 +138,7 @@ def commit_of(live: Live, producer: str, step: Attempt[Any], now: str) -> Commit
         commit_id=uuid.uuid4().hex,
         incarnation=live.incarnation,
         expected_version=live.version,
+        expected_commit=live.commit_id,
         blob=outcome.blob,
         updated_at=now,
         selection=outcome.selection_json,

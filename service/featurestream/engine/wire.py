@@ -38,6 +38,7 @@ from featurestream.engine.results import (
 from featurestream.errors import (
     ConcurrentUpdate,
     FeatureStreamError,
+    HistoryTrimmed,
     InvalidInput,
     InvalidParameter,
     LimitExceeded,
@@ -46,6 +47,7 @@ from featurestream.errors import (
     QuotaExceeded,
     RequestTimeout,
     SequenceConflict,
+    StoreFull,
     StoreUnavailable,
     StreamExists,
     StreamNotFound,
@@ -279,6 +281,8 @@ PROBLEMS: dict[type[FeatureStreamError], tuple[int, str, str]] = {
     UnsupportedMediaType: (415, "unsupported-media-type", "Unsupported media type"),
     StoreUnavailable: (503, "store-unavailable", "State store unavailable"),
     NumericallyUnstable: (422, "numerically-unstable", "Numerically unstable"),
+    StoreFull: (503, "store-full", "State store full"),
+    HistoryTrimmed: (410, "history-trimmed", "History no longer kept"),
     CodecError: (500, "corrupt-state", "Stored state cannot be decoded"),
 }
 

@@ -8,6 +8,7 @@ from featurestream.store.base import (
     Commit,
     EventEntry,
     StateStore,
+    StreamHead,
     StreamRecord,
     StreamSummary,
     Subscription,
@@ -20,7 +21,11 @@ def open_store(settings: Settings) -> StateStore:
     if settings.store_kind == "memory":
         from featurestream.store.memory import InMemoryStore
 
-        return InMemoryStore(replay_window=settings.replay_window)
+        return InMemoryStore(
+            replay_window=settings.replay_window,
+            replay_bytes=settings.replay_bytes,
+            event_retention=settings.event_retention,
+        )
     from featurestream.store.redis import RedisStore
 
     return RedisStore.from_settings(settings)
@@ -31,6 +36,7 @@ __all__ = [
     "Commit",
     "EventEntry",
     "StateStore",
+    "StreamHead",
     "StreamRecord",
     "StreamSummary",
     "Subscription",

@@ -13,8 +13,12 @@ A stream is stored as
   of the last ``replay_window`` requests of each;
 * the set of feature *names* already seen (duplicate names are rejected).
 
-``commit`` is a compare-and-set on (incarnation, version): state, summary,
-event entry, producer record and names are written together or not at all.
+``commit`` is a compare-and-set on (incarnation, version, last commit id):
+state, summary, event entry, producer record and names are written together
+or not at all. The last commit id makes a rolled-back stream (a failover to a
+replica that missed the last writes, a lost second of AOF, a restored backup)
+refuse a writer whose copy holds a version the store lost, even once the
+store has reached that version number again with other contents.
 One commit may carry the responses of several consecutive requests of one
 producer (a group commit of WebSocket frames), and may leave the state as it
 is while still recording responses (frames that were refused use up their
@@ -42,6 +46,16 @@ class StreamRecord:
     version: int
     blob: bytes
     producers: dict[str, int]
+    commit_id: str = ""  # the last commit applied: the next commit's expected_commit
+
+
+@dataclass(frozen=True)
+class StreamHead:
+    """What identifies the stream's current contents: a copy with the same head is current."""
+
+    incarnation: str
+    version: int
+    commit_id: str
 
 
 @dataclass(frozen=True)
@@ -61,7 +75,9 @@ class Commit:
 
     ``commit_id`` makes the commit idempotent: if a retried call finds its own
     commit already applied (the first attempt landed but its reply was lost),
-    the store answers with that commit's version instead of a conflict.
+    the store answers with that commit's version instead of a conflict. It
+    becomes the stream's last commit id (records-only commits included), which
+    the next commit must name as ``expected_commit``.
 
     The producer's stored responses are ``responses``, (seq, response) pairs in
     ascending, consecutive seq order; the producer's last seq becomes the last
@@ -74,6 +90,7 @@ class Commit:
     commit_id: str
     incarnation: str
     expected_version: int
+    expected_commit: str  # the id of the last commit the writer's copy holds
     blob: bytes
     updated_at: str
     selection: bytes
@@ -221,15 +238,22 @@ class StateStore(Protocol):
     async def summary(self, stream_id: str) -> StreamSummary:
         """Info, version, selection and status; raises StreamNotFound."""
 
+    async def head(self, stream_id: str) -> StreamHead:
+        """Incarnation, version and last commit id (one small read); raises StreamNotFound."""
+
     async def commit(self, stream_id: str, commit: Commit) -> int:
         """Apply a state change; returns the new version.
 
-        Raises ConcurrentUpdate when the stream's version or incarnation is not
-        the expected one, StreamNotFound when it no longer exists.
+        Raises ConcurrentUpdate when the stream's incarnation, version or last
+        commit id is not the expected one, StreamNotFound when it no longer exists.
         """
 
     async def events(self, stream_id: str, from_version: int, count: int) -> list[EventEntry]:
-        """Up to ``count`` log entries with version >= from_version, in order."""
+        """Up to ``count`` log entries with version >= from_version, in order.
+
+        Only the last ``event_retention`` entries are kept: the first one returned
+        may be past ``from_version`` when older ones were trimmed.
+        """
 
     async def stored_response(self, stream_id: str, producer: str, seq: int) -> bytes | None:
         """The response stored for (producer, seq), or None outside the window."""
@@ -258,6 +282,7 @@ __all__ = [
     "EventEntry",
     "QuotaReached",
     "StateStore",
+    "StreamHead",
     "StreamRecord",
     "StreamSummary",
     "Subscription",

@@ -20,10 +20,20 @@ class StreamKeys:
     producers: str
     responses: str
     names: str
+    replays: str  # the stored responses' fields, oldest first (a sorted set)
     channel: str
 
     def all(self) -> tuple[str, ...]:
-        return (self.meta, self.state, self.events, self.producers, self.responses, self.names)
+        """Every key of the stream (the commit script takes them in this order)."""
+        return (
+            self.meta,
+            self.state,
+            self.events,
+            self.producers,
+            self.responses,
+            self.names,
+            self.replays,
+        )
 
 
 def stream_keys(prefix: str, stream_id: str) -> StreamKeys:
@@ -40,6 +50,7 @@ def stream_keys(prefix: str, stream_id: str) -> StreamKeys:
         producers=f"{base}:producers",
         responses=f"{base}:responses",
         names=f"{base}:names",
+        replays=f"{base}:replays",
         channel=f"{base}:selection",
     )
 

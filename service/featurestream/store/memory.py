@@ -9,6 +9,7 @@ in-process broadcaster. Nothing survives the process.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from featurestream.store.base import (
     Commit,
     EventEntry,
     QuotaReached,
+    StreamHead,
     StreamRecord,
     StreamSummary,
     Subscription,
@@ -37,18 +39,38 @@ class _Stream:
     status: bytes
     events: list[EventEntry] = field(default_factory=list)
     producers: dict[str, int] = field(default_factory=dict)
-    responses: dict[tuple[str, int], bytes] = field(default_factory=dict)
+    # Stored responses, oldest first (the order the replay bytes bound drops them in).
+    responses: OrderedDict[tuple[str, int], bytes] = field(default_factory=OrderedDict)
+    response_bytes: int = 0
     names: set[str] = field(default_factory=set)
     last_commit: str = ""
+
+    def store_response(self, key: tuple[str, int], response: bytes) -> None:
+        self.drop_response(key)
+        self.responses[key] = response
+        self.response_bytes += len(response)
+
+    def drop_response(self, key: tuple[str, int]) -> None:
+        old = self.responses.pop(key, None)
+        if old is not None:
+            self.response_bytes -= len(old)
 
 
 class InMemoryStore:
     """StateStore kept in a dict (see the module docstring)."""
 
-    def __init__(self, *, replay_window: int = 1000) -> None:
+    def __init__(
+        self,
+        *,
+        replay_window: int = 1000,
+        replay_bytes: int = 16 * 1024 * 1024,
+        event_retention: int = 10_000,
+    ) -> None:
         self._streams: dict[str, _Stream] = {}
         self._tenants: dict[str | None, set[str]] = {}  # each tenant's stream ids
         self._replay_window = replay_window
+        self._replay_bytes = replay_bytes
+        self._event_retention = event_retention
         self._broadcaster = Broadcaster()
 
     async def open(self) -> None:
@@ -91,7 +113,13 @@ class InMemoryStore:
 
     async def load(self, stream_id: str) -> StreamRecord:
         s = self._get(stream_id)
-        return StreamRecord(dict(s.info), s.incarnation, s.version, s.blob, dict(s.producers))
+        return StreamRecord(
+            dict(s.info), s.incarnation, s.version, s.blob, dict(s.producers), s.last_commit
+        )
+
+    async def head(self, stream_id: str) -> StreamHead:
+        s = self._get(stream_id)
+        return StreamHead(s.incarnation, s.version, s.last_commit)
 
     async def summary(self, stream_id: str) -> StreamSummary:
         s = self._get(stream_id)
@@ -101,7 +129,11 @@ class InMemoryStore:
         s = self._get(stream_id)
         if s.incarnation == commit.incarnation and s.last_commit == commit.commit_id:
             return s.version
-        if s.incarnation != commit.incarnation or s.version != commit.expected_version:
+        if (
+            s.incarnation != commit.incarnation
+            or s.version != commit.expected_version
+            or s.last_commit != commit.expected_commit
+        ):
             raise ConcurrentUpdate(stream_id, commit.expected_version)
         pairs = commit.seq_responses()
         if commit.state_changed:
@@ -109,17 +141,21 @@ class InMemoryStore:
             if dups:
                 raise DuplicateNames(stream_id, dups[:5])
             s.version += 1
-            s.last_commit = commit.commit_id
             s.blob = commit.blob
             s.updated_at = commit.updated_at
             s.selection = commit.selection
             s.status = commit.status
             s.events.append(EventEntry(s.version, commit.events))
+            del s.events[: -self._event_retention]
             s.names.update(commit.names)
+        s.last_commit = commit.commit_id
         if commit.producer is not None and pairs:
             for seq, response in pairs:
-                s.responses[(commit.producer, seq)] = response
-                s.responses.pop((commit.producer, seq - self._replay_window), None)
+                s.store_response((commit.producer, seq), response)
+                s.drop_response((commit.producer, seq - self._replay_window))
+            # Over the bytes bound, the oldest go first (never this commit's).
+            while s.response_bytes > self._replay_bytes and len(s.responses) > len(pairs):
+                s.drop_response(next(iter(s.responses)))
             s.producers[commit.producer] = pairs[-1][0]
         if commit.state_changed and commit.notify:
             self._broadcaster.publish(stream_id, commit.notify)
@@ -127,8 +163,9 @@ class InMemoryStore:
 
     async def events(self, stream_id: str, from_version: int, count: int) -> list[EventEntry]:
         s = self._get(stream_id)
-        # Versions are 1, 2, ... so entry v sits at index v - 1.
-        start = max(0, from_version - 1)
+        # Versions are consecutive, so entry v sits at index v - first.
+        first = s.events[0].version if s.events else 1
+        start = max(0, from_version - first)
         return s.events[start : start + count]
 
     async def stored_response(self, stream_id: str, producer: str, seq: int) -> bytes | None:

@@ -4,8 +4,14 @@ Layout (``store/keys.py``): per stream a meta hash, the state string, an event
 log Stream with one entry per commit (entry id ``<version>-0``), the producers
 hash (last seq), the stored-responses hash and the names set, all under one
 hash tag. Writes are Lua scripts, so each is atomic on the server; the commit
-script is a compare-and-set on (incarnation, version). Redis errors become
-StoreUnavailable here and nowhere else.
+script is a compare-and-set on (incarnation, version, last commit id). Redis
+errors become StoreUnavailable here and nowhere else: among them a call that
+takes longer than ``store_timeout`` end to end (a hung Redis: SIGSTOP, a
+partition, a long fork), and ``OOM`` refusals (StoreFull, Redis at
+``maxmemory``). A call cut short by the timeout is cancelled inside redis-py,
+which then closes that connection instead of returning it to the pool with a
+reply still pending (``Connection.read_response`` and ``send_packed_command``
+disconnect on any exception, cancellation included).
 
 Tenants: each tenant's stream ids are a sorted set of their own. A create
 first *reserves* its id there with a script that counts the set and adds the
@@ -45,6 +51,7 @@ from featurestream.config import Settings
 from featurestream.errors import (
     ConcurrentUpdate,
     DuplicateNames,
+    StoreFull,
     StoreUnavailable,
     StreamExists,
     StreamNotFound,
@@ -54,6 +61,7 @@ from featurestream.store.base import (
     Commit,
     EventEntry,
     QuotaReached,
+    StreamHead,
     StreamRecord,
     StreamSummary,
     Subscription,
@@ -122,28 +130,34 @@ return 1
 """
 
 # KEYS[1] meta  KEYS[2] state  KEYS[3] events  KEYS[4] producers  KEYS[5] responses
-# KEYS[6] names
-# ARGV[1] commit id  ARGV[2] incarnation  ARGV[3] expected version  ARGV[4] state blob
-# ARGV[5] updated_at  ARGV[6] selection JSON  ARGV[7] status JSON  ARGV[8] events payload
-# ARGV[9] producer ('' = none)  ARGV[10] number P of (seq, response) pairs
-# ARGV[11] replay window  ARGV[12] channel  ARGV[13] notification ('' = none)
-# ARGV[14] '1' when the state changes, '0' for a commit of producer records only
-# ARGV[15 .. 14+2P] seq_1, response_1, ..., seq_P, response_P (ascending; the producer's
-# last seq becomes seq_P)  ARGV[15+2P] the new feature names, joined by newlines
-# Returns the new version (the current one for a records-only commit); -1 on a
-# version/incarnation mismatch; -2 when the stream is gone; {-3, name, ...} (up to five
-# names) when a new feature name is already in the stream, and then writes nothing. A
-# commit whose id is already recorded returns the current version (a retried call).
+# KEYS[6] names  KEYS[7] replays (the stored responses' fields by age)
+# ARGV[1] commit id  ARGV[2] incarnation  ARGV[3] expected version  ARGV[4] expected last
+# commit id  ARGV[5] state blob  ARGV[6] updated_at  ARGV[7] selection JSON
+# ARGV[8] status JSON  ARGV[9] events payload  ARGV[10] producer ('' = none)
+# ARGV[11] number P of (seq, response) pairs  ARGV[12] replay window  ARGV[13] channel
+# ARGV[14] notification ('' = none)  ARGV[15] '1' when the state changes, '0' for a
+# commit of producer records only  ARGV[16] event retention (log entries kept)
+# ARGV[17] replay bytes (stored-response bytes kept)
+# ARGV[18 .. 17+2P] seq_1, response_1, ..., seq_P, response_P (ascending; the producer's
+# last seq becomes seq_P)  ARGV[18+2P] the new feature names, joined by newlines
+# Returns the new version (the current one for a records-only commit); -1 on an
+# incarnation, version or last-commit mismatch; -2 when the stream is gone; {-3, name,
+# ...} (up to five names) when a new feature name is already in the stream, and then
+# writes nothing. A commit whose id is already recorded returns the current version (a
+# retried call). Every commit records its id as the last commit id. The stored
+# responses are trimmed to the replay window per producer, then to the replay bytes per
+# stream, oldest first (never those of this commit).
 COMMIT_LUA = """
-local meta = redis.call('HMGET', KEYS[1], 'version', 'incarnation', 'commit_id')
+local meta = redis.call('HMGET', KEYS[1], 'version', 'incarnation', 'commit_id', 'replay_bytes')
 if not meta[1] then return -2 end
 if meta[2] == ARGV[2] and meta[3] == ARGV[1] then return tonumber(meta[1]) end
-if meta[2] ~= ARGV[2] or tonumber(meta[1]) ~= tonumber(ARGV[3]) then return -1 end
+if meta[2] ~= ARGV[2] or tonumber(meta[1]) ~= tonumber(ARGV[3])
+   or (meta[3] or '') ~= ARGV[4] then return -1 end
 local v = tonumber(meta[1])
-local pairs_n = tonumber(ARGV[10])
+local pairs_n = tonumber(ARGV[11])
 local names = {}
-if ARGV[14] == '1' then
-  for name in string.gmatch(ARGV[15 + 2 * pairs_n], '[^\\n]+') do names[#names + 1] = name end
+if ARGV[15] == '1' then
+  for name in string.gmatch(ARGV[18 + 2 * pairs_n], '[^\\n]+') do names[#names + 1] = name end
   local dups = {}
   local i = 1
   while i <= #names do
@@ -159,32 +173,59 @@ if ARGV[14] == '1' then
     return dups
   end
   v = v + 1
-  redis.call('SET', KEYS[2], ARGV[4])
-  redis.call('HSET', KEYS[1], 'version', v, 'updated_at', ARGV[5], 'selection', ARGV[6],
-             'status', ARGV[7], 'commit_id', ARGV[1])
-  redis.call('XADD', KEYS[3], v .. '-0', 'e', ARGV[8])
+  redis.call('SET', KEYS[2], ARGV[5])
+  redis.call('HSET', KEYS[1], 'version', v, 'updated_at', ARGV[6], 'selection', ARGV[7],
+             'status', ARGV[8], 'commit_id', ARGV[1])
+  redis.call('XADD', KEYS[3], 'MAXLEN', '=', ARGV[16], v .. '-0', 'e', ARGV[9])
   i = 1
   while i <= #names do
     local j = math.min(i + 999, #names)
     redis.call('SADD', KEYS[6], unpack(names, i, j))
     i = j + 1
   end
+else
+  redis.call('HSET', KEYS[1], 'commit_id', ARGV[1])
 end
-if ARGV[9] ~= '' and pairs_n > 0 then
-  local window = tonumber(ARGV[11])
+if ARGV[10] ~= '' and pairs_n > 0 then
+  local window = tonumber(ARGV[12])
+  local bytes = tonumber(meta[4] or '0')
+  local serial = redis.call('HINCRBY', KEYS[1], 'replay_serial', pairs_n) - pairs_n
   for p = 0, pairs_n - 1 do
-    local seq = tonumber(ARGV[15 + 2 * p])
-    redis.call('HSET', KEYS[5], ARGV[9] .. '\\n' .. seq, ARGV[16 + 2 * p])
+    local seq = tonumber(ARGV[18 + 2 * p])
+    local field = ARGV[10] .. '\\n' .. seq
+    local body = ARGV[19 + 2 * p]
+    bytes = bytes - redis.call('HSTRLEN', KEYS[5], field) + #body
+    redis.call('HSET', KEYS[5], field, body)
+    redis.call('ZADD', KEYS[7], serial + p + 1, field)
     local old = seq - window
-    if old > 0 then redis.call('HDEL', KEYS[5], ARGV[9] .. '\\n' .. old) end
+    if old > 0 then
+      local gone = ARGV[10] .. '\\n' .. old
+      bytes = bytes - redis.call('HSTRLEN', KEYS[5], gone)
+      redis.call('HDEL', KEYS[5], gone)
+      redis.call('ZREM', KEYS[7], gone)
+    end
   end
-  redis.call('HSET', KEYS[4], ARGV[9], ARGV[13 + 2 * pairs_n])
+  local limit = tonumber(ARGV[17])
+  while bytes > limit and redis.call('ZCARD', KEYS[7]) > pairs_n do
+    local oldest = redis.call('ZPOPMIN', KEYS[7])
+    bytes = bytes - redis.call('HSTRLEN', KEYS[5], oldest[1])
+    redis.call('HDEL', KEYS[5], oldest[1])
+  end
+  if bytes < 0 then bytes = 0 end
+  redis.call('HSET', KEYS[1], 'replay_bytes', bytes)
+  redis.call('HSET', KEYS[4], ARGV[10], ARGV[16 + 2 * pairs_n])
 end
-if ARGV[14] == '1' and ARGV[13] ~= '' then redis.call('PUBLISH', ARGV[12], ARGV[13]) end
+if ARGV[15] == '1' and ARGV[14] ~= '' then redis.call('PUBLISH', ARGV[13], ARGV[14]) end
 return v
 """
 
 _SUMMARY_FIELDS = ("info", "version", "updated_at", "selection", "status")
+
+# Seconds /readyz fails after Redis refused a write for want of memory (unless it
+# has room again, or a write succeeds, before).
+FULL_HOLD = 10.0
+# The share of maxmemory below which Redis has room again.
+ROOM = 0.9
 
 
 class PubSubHub:
@@ -221,10 +262,12 @@ class PubSubHub:
         first = self._broadcaster.add(channel, sub)
         event = self._confirmed.setdefault(channel, asyncio.Event())
         try:
-            if first:
-                await self._subscribe(channel)
-            self._ensure_reader()
+            # The whole set-up is bounded: a hung Redis neither answers SUBSCRIBE nor
+            # confirms it.
             async with asyncio.timeout(self._confirm_timeout):
+                if first:
+                    await self._subscribe(channel)
+                self._ensure_reader()
                 await event.wait()
         except BaseException as exc:
             await self.remove(channel, sub)
@@ -239,8 +282,9 @@ class PubSubHub:
         if self._pubsub is not None:
             # The reader notices a broken connection; here a failure only means the
             # channel is dropped with it.
-            with suppress(rex.RedisError, OSError):
-                await self._pubsub.unsubscribe(channel)
+            with suppress(rex.RedisError, OSError, TimeoutError):
+                async with asyncio.timeout(self._confirm_timeout):
+                    await self._pubsub.unsubscribe(channel)
 
     async def _subscribe(self, *channels: str) -> None:
         if self._pubsub is None:
@@ -320,10 +364,22 @@ class PubSubHub:
 class RedisStore:
     """StateStore on a Redis server (see the module docstring)."""
 
-    def __init__(self, client: aioredis.Redis, *, prefix: str = "fs", replay_window: int = 1000):
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        prefix: str = "fs",
+        replay_window: int = 1000,
+        replay_bytes: int = 16 * 1024 * 1024,
+        event_retention: int = 10_000,
+        timeout: float = 2.0,
+    ):
         self._redis = client
         self._prefix = prefix
         self._replay_window = replay_window
+        self._replay_bytes = replay_bytes
+        self._event_retention = event_retention
+        self._timeout = timeout
         self._create = client.register_script(CREATE_LUA)
         self._reserve = client.register_script(RESERVE_LUA)
         self._drop_stale = client.register_script(DROP_STALE_LUA)
@@ -331,6 +387,8 @@ class RedisStore:
         self._stale_checked: dict[str, float] = {}
         self._commit = client.register_script(COMMIT_LUA)
         self._hub: PubSubHub | None = None
+        # When Redis last refused a write for want of memory (None: not since it had room).
+        self._full_at: float | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RedisStore:
@@ -346,7 +404,14 @@ class RedisStore:
             retry_on_error=[rex.ConnectionError, rex.TimeoutError],
             decode_responses=False,
         )
-        return cls(client, prefix=settings.key_prefix, replay_window=settings.replay_window)
+        return cls(
+            client,
+            prefix=settings.key_prefix,
+            replay_window=settings.replay_window,
+            replay_bytes=settings.replay_bytes,
+            event_retention=settings.event_retention,
+            timeout=settings.store_timeout,
+        )
 
     @property
     def client(self) -> aioredis.Redis:
@@ -356,10 +421,28 @@ class RedisStore:
     def prefix(self) -> str:
         return self._prefix
 
+    @property
+    def full(self) -> bool:
+        """Whether Redis refused a write for want of memory and has not had room since."""
+        return self._full_at is not None
+
     @asynccontextmanager
     async def _guard(self) -> AsyncIterator[None]:
+        """Every store call: bounded by ``store_timeout``, Redis errors as StoreUnavailable."""
         try:
-            yield
+            async with asyncio.timeout(self._timeout):
+                yield
+        except TimeoutError as exc:
+            raise StoreUnavailable(
+                f"Redis did not answer within {self._timeout:g} s (store_timeout)."
+            ) from exc
+        except rex.OutOfMemoryError as exc:
+            self._full_at = time.monotonic()
+            log.warning("Redis refused a write: out of memory (maxmemory): %s", exc)
+            raise StoreFull(
+                "Redis is out of memory (maxmemory) and refuses writes; nothing was applied. "
+                "Free memory (delete streams) or raise Redis's maxmemory, then retry."
+            ) from exc
         except (rex.ConnectionError, rex.TimeoutError, rex.BusyLoadingError, OSError) as exc:
             raise StoreUnavailable(f"Redis is unavailable: {exc}") from exc
         except rex.ResponseError as exc:
@@ -421,7 +504,7 @@ class RedisStore:
     def hub(self) -> PubSubHub:
         """This process's pub/sub connection (opened on the first subscription)."""
         if self._hub is None:
-            self._hub = PubSubHub(self._redis)
+            self._hub = PubSubHub(self._redis, confirm_timeout=self._timeout)
         return self._hub
 
     @asynccontextmanager
@@ -436,9 +519,24 @@ class RedisStore:
             await hub.remove(channel, sub)
 
     async def ping(self) -> bool:
+        """Whether Redis answers within ``store_timeout`` and takes writes.
+
+        After an OOM refusal the process is not ready until a write succeeds, Redis
+        has room again (``INFO memory``: see :func:`_has_room`), or FULL_HOLD seconds
+        pass without another refusal (then writes are tried again).
+        """
         try:
-            return bool(await self._redis.ping())
-        except (rex.RedisError, OSError):
+            async with self._guard():
+                if not await self._redis.ping():
+                    return False
+                full_at = self._full_at
+                if full_at is not None and time.monotonic() - full_at < FULL_HOLD:
+                    info: Any = await self._redis.info("memory")
+                    if not _has_room(info):
+                        return False
+                self._full_at = None
+            return True
+        except (StoreUnavailable, rex.RedisError, OSError):
             return False
 
     async def create(
@@ -471,6 +569,7 @@ class RedisStore:
             if created:
                 # Again: a delete of the same id may have removed the reservation meanwhile.
                 await self._redis.zadd(owned, {stream_id: time.time()})
+        self._full_at = None
         if not created:
             raise StreamExists(stream_id)
 
@@ -511,7 +610,7 @@ class RedisStore:
     async def load(self, stream_id: str) -> StreamRecord:
         k = stream_keys(self._prefix, stream_id)
         async with self._guard(), self._redis.pipeline(transaction=True) as pipe:
-            pipe.hmget(k.meta, "info", "incarnation", "version")
+            pipe.hmget(k.meta, "info", "incarnation", "version", "commit_id")
             pipe.get(k.state)
             pipe.hgetall(k.producers)
             meta, blob, producers = await pipe.execute()
@@ -523,7 +622,16 @@ class RedisStore:
             version=int(meta[2]),
             blob=bytes(blob),
             producers={p.decode(): int(s) for p, s in producers.items()},
+            commit_id=(meta[3] or b"").decode(),
         )
+
+    async def head(self, stream_id: str) -> StreamHead:
+        k = stream_keys(self._prefix, stream_id)
+        async with self._guard():
+            values: Any = await self._redis.hmget(k.meta, "incarnation", "version", "commit_id")
+        if values[0] is None:
+            raise StreamNotFound(stream_id)
+        return StreamHead(values[0].decode(), int(values[1]), (values[2] or b"").decode())
 
     async def summary(self, stream_id: str) -> StreamSummary:
         k = stream_keys(self._prefix, stream_id)
@@ -540,6 +648,7 @@ class RedisStore:
             commit.commit_id,
             commit.incarnation,
             commit.expected_version,
+            commit.expected_commit,
             commit.blob if commit.state_changed else b"",
             commit.updated_at,
             commit.selection,
@@ -551,12 +660,16 @@ class RedisStore:
             k.channel,
             commit.notify,
             1 if commit.state_changed else 0,
+            self._event_retention,
+            self._replay_bytes,
         ]
         for seq, response in pairs:
             args += [seq, response]
         args.append("\n".join(commit.names) if commit.state_changed else "")
         async with self._guard():
             reply: Any = await self._commit(keys=list(k.all()), args=args)
+        if isinstance(reply, int) and reply >= 0:
+            self._full_at = None  # a write went through: Redis has room
         if isinstance(reply, list):
             raise DuplicateNames(stream_id, [bytes(n).decode() for n in reply[1:]])
         result = int(reply)
@@ -604,6 +717,17 @@ class RedisStore:
             await self._redis.srem(index_key(self._prefix), stream_id)
             await self._redis.srem(indexed_key(self._prefix), stream_id)
         return info is not None
+
+
+def _has_room(info: dict[str, Any]) -> bool:
+    """Whether Redis has room for writes (``INFO memory``): the memory it counts against
+    ``maxmemory`` (used, less what it does not count for eviction) is below
+    ROOM x maxmemory (0: no limit). Redis refuses a write when it is over maxmemory as
+    the write arrives, its own bytes included: a commit carries a whole state, so
+    memory just below the limit is not room."""
+    limit = int(info.get("maxmemory", 0))
+    used = int(info.get("used_memory", 0)) - int(info.get("mem_not_counted_for_evict", 0))
+    return limit == 0 or used < ROOM * limit
 
 
 def _summary(values: Sequence[Any]) -> StreamSummary:

@@ -44,7 +44,11 @@ async def get_selected(
     return selection_response(await engine.selection(stream_id), if_none_match)
 
 
-@router.get("/{stream_id}/events", response_model=EventsPublic)
+@router.get(
+    "/{stream_id}/events",
+    response_model=EventsPublic,
+    responses={410: {"description": "The events after `after` are no longer kept."}},
+)
 async def get_events(
     stream_id: StreamIdPath,
     engine: EngineDep,
