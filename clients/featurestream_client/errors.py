@@ -114,6 +114,14 @@ class SequenceConflict(FeatureStreamError):
         return str(self.problem.get("producer", ""))
 
 
+class SeqReused(SequenceConflict):
+    """The ``seq`` was already applied with other content (409 ``seq-reused``).
+
+    This write was not applied: another write (perhaps of another writer using
+    the same producer name) holds the seq. ``expected_seq`` is the next free one.
+    """
+
+
 class ConcurrentUpdate(FeatureStreamError):
     """Another writer kept winning the commit (409 ``concurrent-update``); retryable."""
 
@@ -172,6 +180,7 @@ BY_TYPE: dict[str, type[FeatureStreamError]] = {
     "stream-not-found": StreamNotFound,
     "stream-exists": StreamExists,
     "sequence-conflict": SequenceConflict,
+    "seq-reused": SeqReused,
     "concurrent-update": ConcurrentUpdate,
     "payload-too-large": PayloadTooLarge,
     "unsupported-media-type": UnsupportedMediaType,
@@ -224,6 +233,7 @@ __all__ = [
     "MalformedBody",
     "NotFound",
     "PayloadTooLarge",
+    "SeqReused",
     "SequenceConflict",
     "ServerError",
     "StoreUnavailable",

@@ -84,19 +84,15 @@ async def add_features(stream_id: StreamIdPath, request: Request, engine: Engine
                 f"X-Feature-Names has {len(names)} names for {X.shape[0]} columns.",
                 field="X-Feature-Names",
             )
-        result = await engine.add_features(
-            stream_id,
-            names,
-            X,
-            producer=request.headers.get("X-Producer", "default"),
-            seq=bodies.header_int(request, "X-Seq"),
-        )
+        producer, seq = bodies.write_ids(request)
+        result = await engine.add_features(stream_id, names, X, producer=producer, seq=seq)
         return written(result)
     if kind != "application/json":
         raise UnsupportedMediaType(
             kind, ("application/json", bodies.NPY_MEDIA_TYPE, bodies.NPZ_MEDIA_TYPE)
         )
     batch = await offload.run(len(body), lambda: jsonbodies.feature_batch(body))
+    producer, seq = bodies.write_ids(request, batch.producer, batch.seq)
     n = await engine.n_instances(stream_id)
     X = await offload.run(len(body), lambda: batch.columns.matrix(n))
     groups = batch.columns.groups
@@ -105,8 +101,8 @@ async def add_features(stream_id: StreamIdPath, request: Request, engine: Engine
         batch.columns.names,
         X,
         groups=groups if any(g is not None for g in groups) else None,
-        producer=batch.producer,
-        seq=batch.seq,
+        producer=producer,
+        seq=seq,
     )
     return written(result)
 
@@ -122,6 +118,7 @@ async def add_groups(stream_id: StreamIdPath, request: Request, engine: EngineDe
         raise UnsupportedMediaType(bodies.media_type(request), ("application/json",))
     body = await request.body()
     batch = await offload.run(len(body), lambda: jsonbodies.group_batch(body))
+    producer, seq = bodies.write_ids(request, batch.producer, batch.seq)
     columns, groups = batch.columns, batch.group_names or []
     for name, own, group in zip(columns.names, columns.groups, groups, strict=True):
         if own is not None and own != group:
@@ -135,7 +132,7 @@ async def add_groups(stream_id: StreamIdPath, request: Request, engine: EngineDe
         columns.names,
         X,
         groups=groups,
-        producer=batch.producer,
-        seq=batch.seq,
+        producer=producer,
+        seq=seq,
     )
     return written(result)

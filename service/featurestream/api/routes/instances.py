@@ -42,20 +42,16 @@ async def add_instances(stream_id: StreamIdPath, request: Request, engine: Engin
             return (np.ascontiguousarray(X) if isinstance(X, np.ndarray) else X), y
 
         X, y = await offload.run(len(body), load)
-        result = await engine.add_instances(
-            stream_id,
-            X,
-            y,
-            producer=request.headers.get("X-Producer", "default"),
-            seq=bodies.header_int(request, "X-Seq"),
-        )
+        producer, seq = bodies.write_ids(request)
+        result = await engine.add_instances(stream_id, X, y, producer=producer, seq=seq)
         return written(result)
     if kind != "application/json":
         raise UnsupportedMediaType(
             kind, ("application/json", bodies.NPY_MEDIA_TYPE, bodies.NPZ_MEDIA_TYPE)
         )
     batch = await offload.run(len(body), lambda: jsonbodies.instance_batch(body))
+    producer, seq = bodies.write_ids(request, batch.producer, batch.seq)
     result = await engine.add_instances(
-        stream_id, batch.rows(), batch.y, producer=batch.producer, seq=batch.seq
+        stream_id, batch.rows(), batch.y, producer=producer, seq=seq
     )
     return written(result)
