@@ -40,6 +40,9 @@ class FeatureStreamError(Exception):
     partial: Any = None
     #: How many times the failing request was sent.
     attempts: int = 1
+    #: True when a write may have been applied (no answer, or a 5xx, after every try):
+    #: sending the same write again through the same handle is safe (same seq).
+    outcome_unknown: bool = False
 
     def __init__(
         self,
@@ -137,7 +140,12 @@ class UnsupportedMediaType(FeatureStreamError):
 
 
 class StoreUnavailable(FeatureStreamError):
-    """The server's state store is down (503 ``store-unavailable``); retryable."""
+    """The server's state store is down (503 ``store-unavailable``); retryable.
+
+    The outcome of a write answered so is unknown: it may have been applied.
+    Retry it only with the same seq (the client does, and a handle keeps the
+    seq after its last try, so sending the same write again is safe).
+    """
 
     retryable = True
 
@@ -157,8 +165,9 @@ class ServerError(FeatureStreamError):
 class ConnectionFailed(FeatureStreamError):
     """The server could not be reached, or did not answer in time, after every retry.
 
-    The outcome of the last write is unknown; the client resynchronises its
-    sequence numbers before the next write, so nothing is applied twice.
+    The outcome of the last write is unknown (``outcome_unknown``); its handle
+    keeps its seq, so sending the same write again is safe: the server applies
+    it at most once.
     """
 
     retryable = True
