@@ -40,7 +40,7 @@ def reachable_stream_id(stream_id: str) -> str:
 def valid_stream_id(stream_id: str) -> bool:
     """Whether ``stream_id`` is one a stream may have (the whole value matched).
 
-    >>> valid_stream_id("a.b"), valid_stream_id("a\n"), valid_stream_id("..")
+    >>> valid_stream_id("a.b"), valid_stream_id("a\\n"), valid_stream_id("..")
     (True, False, False)
     """
     return _STREAM_ID.fullmatch(stream_id) is not None and stream_id not in _UNREACHABLE
