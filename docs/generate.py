@@ -204,6 +204,9 @@ def _websockets(lines: list[str]) -> None:
             "| a frame is committed (in order) |",
             '| `{"type": "selection", "selected": [...], "version": ..., '
             '"features": [...]}` | on connect, and whenever the selected set changes |',
+            '| `{"type": "selection", ..., "producer": <name>, "seq": <k>}` '
+            "| the first message: the connection's producer (its own `ws-<uuid>` when the "
+            "query names none) and the seq of its first frame, to resume with |",
             '| `{"type": "error", "error": {problem}, "seq": <seq>}` '
             "| a bad frame: it changes nothing but uses up its seq |",
             "",
@@ -259,6 +262,36 @@ def _array_bodies(lines: list[str]) -> None:
         "",
         "In `GET .../events?after=<version>-<index>`, both numbers are below 2^63",
         "(422 `invalid-input`, `field: after`, beyond).",
+        "",
+    ]
+
+
+def _writes(lines: list[str]) -> None:
+    lines += [
+        "## Producers and `seq`",
+        "",
+        "Every write (features, groups, instances, WebSocket frames) may name its",
+        "producer and number itself with `seq`: the headers `X-Producer` / `X-Seq` for",
+        "every body type, the body fields `producer` / `seq` for JSON; a request that",
+        "gives both must give the same values (else `422`). A producer name is 1-256",
+        "characters without control characters, the whole value matched, in every",
+        "channel (body, header, WebSocket query); anything else is `422` naming the",
+        "field. An HTTP write that names no producer writes as `default`; a WebSocket",
+        "that names none gets one of its own (`ws-<uuid>`).",
+        "",
+        "* A `seq` already applied, sent again with the same content, is answered with",
+        "  the stored response (`Idempotent-Replay: true`) and applies nothing.",
+        "* The same `seq` with other content (two writers sharing a producer name) is",
+        '  `409` `/problems/seq-reused` ("seq reused with different content") and',
+        "  applies nothing: no write is ever acknowledged with another write's answer.",
+        "* Unnamed columns are named `<producer>:<seq>:<i>` (without a `seq`:",
+        "  `v<version>:<i>`).",
+        "* A write with nothing in it (no columns, no instances, a frame of no rows)",
+        "  is acknowledged with the stream's current version: no new version, no event.",
+        "  With a `seq` it uses the seq up like any write, so a replay answers alike.",
+        "* `503` `/problems/store-unavailable` means the outcome is unknown: the write",
+        "  may have been applied. Retry it only with a `seq` (the same one): that is",
+        "  always safe, the server applies it at most once.",
         "",
     ]
 
@@ -368,6 +401,7 @@ def render_api() -> str:
         _operation(lines, method, path, op)
     _websockets(lines)
     _array_bodies(lines)
+    _writes(lines)
     _errors(lines)
     _schemas(lines, spec.get("components", {}).get("schemas", {}))
     return "\n".join(lines).rstrip() + "\n"

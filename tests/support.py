@@ -112,6 +112,14 @@ class ServeProcess:
         self.proc = None
 
 
+def check_first_message(message: dict[str, Any]) -> None:
+    """The first WebSocket message on a new stream, to a connection that named no producer:
+    the selection, its own producer (``ws-<uuid>``) and the seq of its first frame."""
+    message = dict(message)
+    assert message.pop("producer").startswith("ws-")
+    assert message == {"type": "selection", "selected": [], "version": 0, "features": [], "seq": 1}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -4,9 +4,12 @@ Each operation is a generator that yields the HTTP :class:`Call` it needs and
 receives the :class:`Reply` (or has the typed error thrown into it); the sync
 and async clients only run these generators against their transports, with
 retries. Sequence numbering lives here too: each :class:`Producer` numbers its
-writes 1, 2, 3, ... and a write whose outcome is unknown (timeout, 5xx) makes
-the client ask the server for the producer's next ``seq`` before the next
-write, so nothing is applied twice and nothing is skipped.
+writes 1, 2, 3, ... Every try of a write carries the same ``seq``, so the
+server applies it at most once. A write whose outcome stays unknown after the
+last try (timeouts, 5xx) keeps its seq: sent again, it is answered from the
+server's stored response if it was applied; another write sent instead
+learns from the server that the seq is taken (``seq-reused``) and goes on
+with the next one. Nothing is applied twice and nothing is skipped.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from featurestream_client import _data, _groups
 from featurestream_client.errors import (
     FeatureStreamError,
     InvalidInput,
+    SeqReused,
     SequenceConflict,
     StreamExists,
     StreamNotFound,
@@ -81,10 +85,15 @@ Op = Generator[Call, Reply, T]
 
 @dataclass
 class Producer:
-    """A writer's name and the next ``seq`` it will use (None: ask the server first)."""
+    """A writer's name and the next ``seq`` it will use (None: ask the server first).
+
+    ``unknown`` is the seq of the last write whose outcome stayed unknown (it is
+    also ``next_seq``): the next write is sent with it.
+    """
 
     name: str
     next_seq: int | None = 1
+    unknown: int | None = None
 
 
 def new_producer_name() -> str:
@@ -283,17 +292,33 @@ class StreamCore:
             yield from self.resync_op()
         seq = self.producer.next_seq
         assert seq is not None
+        # The last write with this seq has an unknown outcome: this may be it, again.
+        retrying = self.producer.unknown == seq
         try:
             reply = yield build(seq)
+        except SeqReused as exc:
+            if retrying and attempts_of(exc) == 1:
+                # The write of unknown outcome was applied after all, and this one,
+                # another write, was not: it goes on with the next seq.
+                self.producer.unknown = None
+                self.producer.next_seq = exc.expected_seq
+                return (yield from self.write_op(build))
+            self.producer.next_seq = None
+            raise
         except FeatureStreamError as exc:
-            unknown = exc.status is None or exc.status >= 500 or attempts_of(exc) > 1
-            if isinstance(exc, SequenceConflict) or unknown:
-                # Out of step, or an earlier try may have been applied: learn the next
-                # seq from the server before writing again.
+            if isinstance(exc, SequenceConflict):
+                # Out of step: learn the next seq from the server before writing again.
                 self.producer.next_seq = None
+                self.producer.unknown = None
+            elif exc.status is None or exc.status >= 500 or attempts_of(exc) > 1:
+                # A try may have been applied: keep the seq, so that sending this write
+                # again is answered from the server's stored response if it was.
+                self.producer.unknown = seq
+                _outcome_unknown(exc, self.producer.name, seq)
             # Any other 4xx was refused whole: the seq is still free for the next write.
             raise
-        if reply.replayed and reply.attempts == 1:
+        self.producer.unknown = None
+        if reply.replayed and reply.attempts == 1 and not retrying:
             # The first try of this seq was answered from the store: the producer
             # name was used before by someone else, and this request was not applied.
             self.producer.next_seq = None
@@ -437,6 +462,18 @@ class StreamCore:
                 raise
             parts.append(parse(reply.json(), reply.replayed))
         return combine(parts)
+
+
+def _outcome_unknown(exc: FeatureStreamError, producer: str, seq: int) -> None:
+    """Say in ``exc`` that its write may have been applied, and that retrying it is safe."""
+    note = (
+        f" The outcome of this write (producer {producer!r}, seq {seq}) is unknown: it may "
+        "have been applied. Retrying the same write is safe: this handle sends it again "
+        "with the same seq, and the server applies it at most once."
+    )
+    exc.detail = exc.detail.rstrip() + note
+    exc.args = (exc.detail,)
+    exc.outcome_unknown = True
 
 
 def _post_call(path: str, body_of: Callable[[C, int], Any], chunk: C, seq: int) -> Call:

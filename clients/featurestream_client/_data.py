@@ -274,8 +274,9 @@ def features_body(cols: Columns, chunk: Chunk, producer: str, seq: int) -> Body:
 def features_json_body(cols: Columns, chunk: Chunk, producer: str, seq: int) -> Body:
     """One request of columns ``chunk`` as JSON columns (``values``, or ``indices``/``data``)."""
     names = None if cols.names is None else cols.names[chunk.start : chunk.stop]
-    # The server names unnamed binary columns "<seq>:<i>"; JSON columns get the same names.
-    chosen = names or [f"{seq}:{i}" for i in range(chunk.stop - chunk.start)]
+    # The server names unnamed binary columns "<producer>:<seq>:<i>"; JSON columns get the
+    # same names.
+    chosen = names or [f"{producer}:{seq}:{i}" for i in range(chunk.stop - chunk.start)]
     features = [
         feature_json(cols, j, name)
         for j, name in zip(range(chunk.start, chunk.stop), chosen, strict=True)

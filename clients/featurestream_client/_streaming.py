@@ -60,6 +60,10 @@ def stream_instances_op(
         info = yield from core.info_op()
         core._check_kind("instances")
         supervised = yield from catalogue.supervised_op(info.algorithm)
+    if core.producer.unknown is not None:
+        # The next seq is held by a write of unknown outcome: frames (other content)
+        # go after it if it was applied, so learn from the server whether it was.
+        core.producer.next_seq = core.producer.unknown = None
     if core.producer.next_seq is None:
         yield from core.resync_op()
     first = core.producer.next_seq

@@ -264,7 +264,7 @@ class Stream(_StreamBase[Client]):
             One column per feature, one row per instance of the stream.
         names : sequence of str, optional
             Column names (default: the DataFrame's columns; for arrays the
-            server's ``<seq>:<i>``).
+            server's ``<producer>:<seq>:<i>``).
         chunk_columns, chunk_bytes : int, optional
             Override the client's request size for this call.
 

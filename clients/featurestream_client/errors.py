@@ -40,6 +40,9 @@ class FeatureStreamError(Exception):
     partial: Any = None
     #: How many times the failing request was sent.
     attempts: int = 1
+    #: True when a write may have been applied (no answer, or a 5xx, after every try):
+    #: sending the same write again through the same handle is safe (same seq).
+    outcome_unknown: bool = False
 
     def __init__(
         self,
@@ -114,6 +117,14 @@ class SequenceConflict(FeatureStreamError):
         return str(self.problem.get("producer", ""))
 
 
+class SeqReused(SequenceConflict):
+    """The ``seq`` was already applied with other content (409 ``seq-reused``).
+
+    This write was not applied: another write (perhaps of another writer using
+    the same producer name) holds the seq. ``expected_seq`` is the next free one.
+    """
+
+
 class ConcurrentUpdate(FeatureStreamError):
     """Another writer kept winning the commit (409 ``concurrent-update``); retryable."""
 
@@ -129,7 +140,12 @@ class UnsupportedMediaType(FeatureStreamError):
 
 
 class StoreUnavailable(FeatureStreamError):
-    """The server's state store is down (503 ``store-unavailable``); retryable."""
+    """The server's state store is down (503 ``store-unavailable``); retryable.
+
+    The outcome of a write answered so is unknown: it may have been applied.
+    Retry it only with the same seq (the client does, and a handle keeps the
+    seq after its last try, so sending the same write again is safe).
+    """
 
     retryable = True
 
@@ -149,8 +165,9 @@ class ServerError(FeatureStreamError):
 class ConnectionFailed(FeatureStreamError):
     """The server could not be reached, or did not answer in time, after every retry.
 
-    The outcome of the last write is unknown; the client resynchronises its
-    sequence numbers before the next write, so nothing is applied twice.
+    The outcome of the last write is unknown (``outcome_unknown``); its handle
+    keeps its seq, so sending the same write again is safe: the server applies
+    it at most once.
     """
 
     retryable = True
@@ -172,6 +189,7 @@ BY_TYPE: dict[str, type[FeatureStreamError]] = {
     "stream-not-found": StreamNotFound,
     "stream-exists": StreamExists,
     "sequence-conflict": SequenceConflict,
+    "seq-reused": SeqReused,
     "concurrent-update": ConcurrentUpdate,
     "payload-too-large": PayloadTooLarge,
     "unsupported-media-type": UnsupportedMediaType,
@@ -224,6 +242,7 @@ __all__ = [
     "MalformedBody",
     "NotFound",
     "PayloadTooLarge",
+    "SeqReused",
     "SequenceConflict",
     "ServerError",
     "StoreUnavailable",

@@ -102,6 +102,10 @@ class SequenceConflict(FeatureStreamError):
         return {"producer": self.producer, "expected_seq": self.expected_seq}
 
 
+class SeqReused(SequenceConflict):
+    """A producer's ``seq`` was already applied with other content: this write was not."""
+
+
 class ConcurrentUpdate(FeatureStreamError):
     """Another writer committed first; the operation may be retried."""
 
@@ -235,6 +239,7 @@ __all__ = [
     "PayloadTooLarge",
     "QuotaExceeded",
     "RequestTimeout",
+    "SeqReused",
     "SequenceConflict",
     "StoreFull",
     "StoreUnavailable",

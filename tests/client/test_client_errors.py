@@ -173,7 +173,7 @@ def test_a_lost_answer_is_retried_with_the_same_seq_and_applied_once(
         assert [e.seq for e in batches] == [1, 2, 3] and s.status()["features_seen"] == 30
 
 
-def test_after_an_unknown_outcome_the_next_write_resynchronises(
+def test_after_an_unknown_outcome_another_write_goes_after_it(
     live: LiveServer, wdbc_rows: tuple[np.ndarray, np.ndarray]
 ) -> None:
     X, y = wdbc_rows
@@ -191,9 +191,11 @@ def test_after_an_unknown_outcome_the_next_write_resynchronises(
         with pytest.raises(fc.ConnectionFailed) as exc:
             s.add_features(X[:, :15], names=NAMES[:15])
         assert exc.value.partial.decisions == ()
-        assert s.next_seq is None  # applied or not: the client does not know
+        assert exc.value.outcome_unknown and "Retrying the same write is safe" in str(exc.value)
+        assert s.next_seq == 1  # applied or not: the seq stays with the write
         result = s.add_features(X[:, 15:], names=NAMES[15:])
-        # The lost request had been applied: the next write is seq 2, applied once.
+        # The lost request had been applied (seq 1 holds it): this other write is seq 2,
+        # applied once.
         assert result.seqs == (2,) and result.version == 2
         assert list(result.selected) == ["f21", "f27"]
         assert s.status()["features_seen"] == 30
@@ -303,10 +305,12 @@ def test_store_outage_is_retried_then_raised_and_nothing_is_applied_twice(
         with pytest.raises(fc.StoreUnavailable) as exc:
             s.add_features(X[:, 10:20], names=NAMES[10:20])
         assert exc.value.status == 503 and exc.value.attempts == 4
+        assert exc.value.outcome_unknown and "seq 2" in str(exc.value)
         redis.start()  # type: ignore[attr-defined]
-        # The outcome of the refused write is unknown to the client: it asks, then goes on.
-        assert s.next_seq is None
-        s.add_features(X[:, 10:20], names=NAMES[10:20])
+        # The outcome of the refused write is unknown to the client: sent again, it keeps
+        # its seq, and is applied at most once.
+        assert s.next_seq == 2
+        assert s.add_features(X[:, 10:20], names=NAMES[10:20]).seqs == (2,)
         result = s.add_features(X[:, 20:], names=NAMES[20:])
         assert list(result.selected) == ["f21", "f27"]
         assert s.status()["features_seen"] == 30

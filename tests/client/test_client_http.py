@@ -155,8 +155,9 @@ def test_unnamed_columns_get_the_servers_seq_names(client: Client) -> None:
     s = client.create_stream("saola", target=y)
     dense = s.add_features(np.column_stack([y, -y]))
     sparse = s.add_features(sp.csr_matrix(np.column_stack([y * 0, y**2])))
-    assert [d.name for d in dense.decisions] == ["1:0", "1:1"]
-    assert [d.name for d in sparse.decisions] == ["2:0", "2:1"]
+    p = s.producer
+    assert [d.name for d in dense.decisions] == [f"{p}:1:0", f"{p}:1:1"]
+    assert [d.name for d in sparse.decisions] == [f"{p}:2:0", f"{p}:2:1"]
     assert sparse.decisions[0].reason == "constant"
 
 

@@ -89,7 +89,7 @@ def test_sparse_bodies_are_npz_with_the_names_inside() -> None:
     assert body.headers["Content-Type"] == "application/x-npz"
     matrix, names = npz_parts(body.content)
     np.testing.assert_array_equal(matrix, m.toarray())
-    assert names is None  # unnamed: the server names them "<seq>:<i>"
+    assert names is None  # unnamed: the server names them "<producer>:<seq>:<i>"
     named = _data.as_columns(m, ["größe, in cm", "β"])
     matrix, names = npz_parts(_data.features_body(named, _data.Chunk(1, 2), "p", 6).content)
     np.testing.assert_array_equal(matrix, m.toarray()[:, 1:])
@@ -101,8 +101,8 @@ def test_sparse_json_bodies_carry_sorted_indices_and_default_names() -> None:
     cols = _data.as_columns(m)
     doc = json.loads(_data.features_json_body(cols, _data.Chunk(0, 2), "p", 5).content)
     assert doc["features"] == [
-        {"name": "5:0", "indices": [0, 2], "data": [1.0, 3.0]},
-        {"name": "5:1", "indices": [2], "data": [2.0]},
+        {"name": "p:5:0", "indices": [0, 2], "data": [1.0, 3.0]},
+        {"name": "p:5:1", "indices": [2], "data": [2.0]},
     ]
 
 
@@ -262,16 +262,28 @@ def core(next_seq: int | None = 1) -> StreamCore:
     return StreamCore("s", Producer("p", next_seq), Chunking(), info)
 
 
-def test_a_refused_write_keeps_its_seq_an_unknown_outcome_forgets_it() -> None:
+def test_a_refused_write_keeps_its_seq_and_so_does_an_unknown_outcome() -> None:
     c = core()
     refused = fc.InvalidInput("bad", status=422)
     with pytest.raises(fc.InvalidInput):
         run(c.write_op(lambda seq: Call("POST", f"/{seq}")), lambda call: refused)
     assert c.producer.next_seq == 1
     unknown = fc.ConnectionFailed("lost")
-    with pytest.raises(fc.ConnectionFailed):
+    with pytest.raises(fc.ConnectionFailed) as exc:
         run(c.write_op(lambda seq: Call("POST", f"/{seq}")), lambda call: unknown)
-    assert c.producer.next_seq is None
+    # Sent again, the write keeps its seq (the server applies it at most once).
+    assert c.producer.next_seq == 1 and c.producer.unknown == 1
+    assert exc.value.outcome_unknown and "is unknown" in str(exc.value)
+    # Another write instead: the server says the seq is taken, and it goes on after it.
+    taken = fc.SeqReused("taken", status=409, problem={"expected_seq": 2, "producer": "p"})
+    sent: list[str] = []
+
+    def answer(call: Call) -> Any:
+        sent.append(call.path)
+        return taken if call.path == "/1" else Reply(200, {}, b"{}")
+
+    run(c.write_op(lambda seq: Call("POST", f"/{seq}")), answer)
+    assert sent == ["/1", "/2"] and c.producer.next_seq == 3 and c.producer.unknown is None
 
 
 def test_resync_probes_with_a_seq_no_producer_reaches() -> None:

@@ -46,6 +46,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.sync.client import ClientConnection, connect
 
 from featurestream import codec
+from featurestream.engine.idempotency import unseal
 from featurestream.selectors import REGISTRY
 from featurestream.selectors.base import FeatureSelector, InstanceSelector
 from featurestream.store.keys import stream_keys
@@ -779,7 +780,8 @@ def read_stored(redis_url: str, prefix: str, stream_id: str) -> Stored:
     stored_responses = {}
     for key, value in responses.items():
         producer, seq = key.decode().rsplit("\n", 1)
-        stored_responses[(producer, int(seq))] = bytes(value)
+        # The response as sent: without the digest of the content it was stored with.
+        stored_responses[(producer, int(seq))] = unseal(bytes(value))[1]
     return Stored(
         int(version),
         bytes(blob),

@@ -227,7 +227,8 @@ def test_npy_without_names_generates_seq_names(client: TestClient) -> None:
         content=npy(np.arange(16.0).reshape(8, 2)),
         headers={"content-type": "application/x-npy", "X-Seq": "1"},
     )
-    assert [d["name"] for d in r.json()["decisions"]] == ["1:0", "1:1"]
+    # Named after the request: its producer (here the default one) and its seq.
+    assert [d["name"] for d in r.json()["decisions"]] == ["default:1:0", "default:1:1"]
 
 
 def test_one_request_of_1000_columns_equals_1000_requests(client: TestClient) -> None:

@@ -39,11 +39,11 @@ def test_sigkill_and_restart_keeps_selection_version_and_events(
         r = c.post("/v1/streams", json={"id": "k", "algorithm": "saola", "target": y.tolist()})
         assert r.status_code == 201
         acks = []
+        bodies = []
         for k, start in enumerate(range(0, 30, 10)):
             feats = [{"name": f"f{i}", "values": X[i].tolist()} for i in range(start, start + 10)]
-            r = c.post(
-                "/v1/streams/k/features", json={"producer": "p", "seq": k + 1, "features": feats}
-            )
+            bodies.append({"producer": "p", "seq": k + 1, "features": feats})
+            r = c.post("/v1/streams/k/features", json=bodies[-1])
             assert r.status_code == 200
             acks.append(r.content)
         before = (
@@ -63,7 +63,7 @@ def test_sigkill_and_restart_keeps_selection_version_and_events(
         assert [f["name"] for f in after[0]["features"]] == ["f21", "f27"]
         assert after[0]["version"] == 3
         # Every acknowledged request is still known: a retry is answered, not re-applied.
-        r = c.post("/v1/streams/k/features", json={"producer": "p", "seq": 3, "features": []})
+        r = c.post("/v1/streams/k/features", json=bodies[2])
         assert r.status_code == 200 and r.content == acks[2]
         assert r.headers["idempotent-replay"] == "true"
 

@@ -184,6 +184,18 @@ BAD_FRAMES: list[tuple[str, Any, str]] = [
 ]
 
 
+def send(ws: WebSocketTestSession, frame: Any) -> None:
+    """Send ``frame`` as it comes: an array as .npy, bytes, text, or a document as JSON."""
+    if isinstance(frame, np.ndarray):
+        ws.send_bytes(npy(frame))
+    elif isinstance(frame, bytes):
+        ws.send_bytes(frame)
+    elif isinstance(frame, str):
+        ws.send_text(frame)
+    else:
+        ws.send_json(frame)
+
+
 @pytest.mark.parametrize(("case", "frame", "problem"), BAD_FRAMES, ids=[c[0] for c in BAD_FRAMES])
 def test_bad_frame_gets_an_error_then_the_socket_still_works(
     client: TestClient, case: str, frame: Any, problem: str
@@ -193,14 +205,7 @@ def test_bad_frame_gets_an_error_then_the_socket_still_works(
     with connect(client, "o", producer="p") as ws:
         first_selection(ws)
         ws.send_json({"X": X[:1].tolist(), "y": y[:1].tolist()})
-        if isinstance(frame, np.ndarray):
-            ws.send_bytes(npy(frame))
-        elif isinstance(frame, bytes):
-            ws.send_bytes(frame)
-        elif isinstance(frame, str):
-            ws.send_text(frame)
-        else:
-            ws.send_json(frame)
+        send(ws, frame)
         ws.send_json({"X": X[1:].tolist(), "y": y[1:].tolist()})
         answers, _ = collect(ws, 3)
     assert [m["type"] for m in answers] == ["ack", "error", "ack"]
@@ -211,17 +216,33 @@ def test_bad_frame_gets_an_error_then_the_socket_still_works(
     assert answers[2]["ack"] == 3 and answers[2]["instances_seen"] == 2
     # The bad frame changed nothing: same state as the two good frames alone.
     assert state_blob(client, "o") == ofs_reference([(X[:1], y[:1]), (X[1:], y[1:])])
-    # It used up seq 2: a resumed client sees the same error again.
+    # It used up seq 2: a resumed client sending it again sees the same error again.
     with connect(client, "o", producer="p", seq=2) as ws:
         first_selection(ws)
-        ws.send_json({"X": X[:1].tolist(), "y": y[:1].tolist()})
+        send(ws, frame)
         again, _ = collect(ws, 1)
     assert again[0] == error
-    # Over HTTP the same (producer, seq) is answered with the same problem, not a 200.
+    # Other content under the same (producer, seq) is refused, never acknowledged.
     r = client.post(
         "/v1/streams/o/instances",
         json={"producer": "p", "seq": 2, "X": X[:1].tolist(), "y": y[:1].tolist()},
     )
+    assert r.status_code == 409 and r.json()["type"] == "/problems/seq-reused"
+    assert state_blob(client, "o") == ofs_reference([(X[:1], y[:1]), (X[1:], y[1:])])
+
+
+def test_http_replay_of_a_refused_frames_seq_answers_its_problem(client: TestClient) -> None:
+    create(client, "o")
+    X, _ = data(1)
+    bad = {"X": X.tolist(), "y": [3]}  # a label the selector refuses
+    with connect(client, "o", producer="p") as ws:
+        first_selection(ws)
+        ws.send_json(bad)
+        answers, _ = collect(ws, 1)
+    error = answers[0]
+    assert error["type"] == "error" and error["seq"] == 1
+    # The same content over HTTP under the same (producer, seq): the stored problem.
+    r = client.post("/v1/streams/o/instances", json={"producer": "p", "seq": 1, **bad})
     assert r.status_code == error["error"]["status"]
     assert r.headers["content-type"].startswith("application/problem+json")
     assert r.headers["idempotent-replay"] == "true" and r.json() == error["error"]
@@ -417,12 +438,8 @@ def test_feature_stream_socket_sends_selections_and_refuses_frames(
     r = client.post("/v1/streams", json={"id": "f", "algorithm": "saola", "target": y.tolist()})
     assert r.status_code == 201
     with connect(client, "f") as ws:
-        assert first_selection(ws) == {
-            "type": "selection",
-            "selected": [],
-            "version": 0,
-            "features": [],
-        }
+        # A connection that names no producer is told the one it got, and its first seq.
+        support.check_first_message(first_selection(ws))
         ws.send_json({"x": [1.0], "y": 1})
         msg = ws.receive_json()
         assert msg["type"] == "error" and msg["error"]["type"] == "/problems/wrong-stream-kind"

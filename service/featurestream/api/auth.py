@@ -63,7 +63,7 @@ def parse_keys(text: str, source: str = "<keys>") -> tuple[tuple[str, bytes], ..
             continue
         tenant, sep, digest = line.partition(":")
         tenant, digest = tenant.strip(), digest.strip().lower()
-        if not sep or not TENANT_PATTERN.match(tenant) or not _HEX64.match(digest):
+        if not sep or not TENANT_PATTERN.fullmatch(tenant) or not _HEX64.fullmatch(digest):
             raise KeyFileError(
                 f"{source}:{lineno}: expected '<tenant>:<sha256 hex>' with a tenant of "
                 "[A-Za-z0-9._-]{1,64} and 64 hex digits."

@@ -261,11 +261,16 @@ def _lengths(
 # --------------------------------------------------------------------------- bodies
 
 
+def _given(batch: FeatureBatch | GroupBatch | InstanceBatch) -> str | None:
+    """The producer a validated body names; None when it names none."""
+    return batch.producer if "producer" in batch.model_fields_set else None
+
+
 @dataclass
 class ColumnsBody:
-    """``POST /features`` or ``/groups``: the columns, their producer and seq."""
+    """``POST /features`` or ``/groups``: the columns, their producer and seq (None: not given)."""
 
-    producer: str
+    producer: str | None
     seq: int | None
     columns: Columns
     # /groups: the group each column came in (its own "group", if any, must match)
@@ -284,7 +289,7 @@ def feature_batch(body: bytes) -> ColumnsBody:
     except _Unsure:
         pass
     batch = FeatureBatch.model_validate_json(body)
-    return ColumnsBody(batch.producer, batch.seq, Columns.of_models(batch.features))
+    return ColumnsBody(_given(batch), batch.seq, Columns.of_models(batch.features))
 
 
 @_without_gc
@@ -313,7 +318,7 @@ def group_batch(body: bytes) -> ColumnsBody:
     batch = GroupBatch.model_validate_json(body)
     models = [f for g in batch.groups for f in g.features]
     names = [g.name for g in batch.groups for _ in g.features]
-    return ColumnsBody(batch.producer, batch.seq, Columns.of_models(models), names)
+    return ColumnsBody(_given(batch), batch.seq, Columns.of_models(models), names)
 
 
 # --------------------------------------------------------------------------- instances
@@ -323,7 +328,7 @@ def group_batch(body: bytes) -> ColumnsBody:
 class Instances:
     """Instances of a body or frame: ``X`` is None when its rows differ in length."""
 
-    producer: str
+    producer: str | None
     seq: int | None
     X: FloatArray | None
     y: FloatArray | None
@@ -372,7 +377,7 @@ def instance_batch(body: bytes) -> Instances:
         pass
     batch = InstanceBatch.model_validate_json(body)
     return Instances(
-        batch.producer,
+        _given(batch),
         batch.seq,
         _rows(batch.X, checked=True),
         None if batch.y is None else np.asarray(batch.y, dtype=np.float64),
@@ -394,11 +399,11 @@ def instance_frame(text: bytes | str) -> Instances:
         if X is not None:
             if y is not None and type(y) is not list:
                 raise _Unsure
-            return Instances("", _seq(doc), _rows(X), None if y is None else _vector(y))
+            return Instances(None, _seq(doc), _rows(X), None if y is None else _vector(y))
         row = _vector(x)
         if not row.size or (y is not None and type(y) not in _NUMBERS):
             raise _Unsure
-        return Instances("", _seq(doc), row[None, :], None if y is None else _vector([y]))
+        return Instances(None, _seq(doc), row[None, :], None if y is None else _vector([y]))
     except _Unsure:
         pass
     frame = InstanceFrame.model_validate_json(text)
@@ -408,7 +413,7 @@ def instance_frame(text: bytes | str) -> Instances:
     else:
         X = np.asarray([frame.x], dtype=np.float64)
         y = None if frame.y is None else np.asarray([frame.y], dtype=np.float64)
-    return Instances("", frame.seq, X, y)
+    return Instances(None, frame.seq, X, y)
 
 
 __all__ = [

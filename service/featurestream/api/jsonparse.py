@@ -21,7 +21,8 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from featurestream.api.schemas import NAME_MAX_LENGTH, PRODUCER_MAX_LENGTH, FeatureIn
+from featurestream.api.producers import is_producer
+from featurestream.api.schemas import NAME_MAX_LENGTH, FeatureIn
 from featurestream.errors import InvalidInput
 
 FloatArray = npt.NDArray[np.float64]
@@ -125,9 +126,12 @@ def _name(value: Any) -> str:
     return value
 
 
-def _producer(doc: dict[str, Any]) -> str:
-    value = doc.get("producer", "default")
-    if type(value) is not str or not 1 <= len(value) <= PRODUCER_MAX_LENGTH or "\n" in value:
+def _producer(doc: dict[str, Any]) -> str | None:
+    """The body's producer; None when it names none."""
+    if "producer" not in doc:
+        return None
+    value = doc["producer"]
+    if not is_producer(value):
         raise _Unsure
     return value
 

@@ -54,7 +54,7 @@ class RequestContextMiddleware:
             await self.app(scope, receive, send)
             return
         given = dict(scope.get("headers", ())).get(b"x-request-id", b"").decode("latin-1")
-        rid = given if _SANE_ID.match(given) else uuid.uuid4().hex
+        rid = given if _SANE_ID.fullmatch(given) else uuid.uuid4().hex
         token = request_id_var.set(rid)
         start = time.perf_counter()
         status = 0
@@ -243,7 +243,7 @@ class SelectionReads:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         match = (
-            _SELECTED.match(scope["path"])
+            _SELECTED.fullmatch(scope["path"])
             if scope["type"] == "http"
             and scope["method"] == "GET"
             and not scope.get("query_string")

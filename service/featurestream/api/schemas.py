@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from featurestream.api.tenancy import STREAM_ID_PATTERN
+from featurestream.api.producers import PRODUCER_MAX_LENGTH, PRODUCER_PATTERN
+from featurestream.api.tenancy import STREAM_ID_PATTERN, reachable_stream_id
 
 # The bounds below are also checked by the fast reader of JSON bodies (jsonbodies.py).
 NAME_MAX_LENGTH = 1024
-PRODUCER_MAX_LENGTH = 256
 
 # Numbers are strict: "1.5" (a string) or true are errors, not coerced.
 Number = Annotated[float, Field(strict=True)]
-Producer = Annotated[str, Field(min_length=1, max_length=PRODUCER_MAX_LENGTH, pattern=r"^[^\n]+$")]
+# One rule for every channel (api/producers.py): the same pattern, anchored at both ends.
+Producer = Annotated[
+    str, Field(min_length=1, max_length=PRODUCER_MAX_LENGTH, pattern=PRODUCER_PATTERN)
+]
 Name = Annotated[str, Field(min_length=1, max_length=NAME_MAX_LENGTH)]
 Seq = Annotated[int, Field(ge=1, strict=True)]
 
@@ -24,7 +27,9 @@ class _In(BaseModel):
 
 
 class StreamCreate(_In):
-    id: Annotated[str, Field(pattern=STREAM_ID_PATTERN)] | None = None
+    id: (
+        Annotated[str, Field(pattern=STREAM_ID_PATTERN), AfterValidator(reachable_stream_id)] | None
+    ) = None
     algorithm: str
     params: dict[str, Any] = Field(default_factory=dict)
     target: list[Number] | None = Field(None, min_length=1)
@@ -222,12 +227,19 @@ class AckMessage(BaseModel):
 
 
 class SelectionMessage(BaseModel):
-    """The selected set as of ``version`` (sent when it changes, and once on connect)."""
+    """The selected set as of ``version`` (sent when it changes, and once on connect).
+
+    The message sent on connect also names the connection's ``producer`` (one of
+    its own, ``ws-<uuid>``, when the query named none) and the ``seq`` of its
+    first frame.
+    """
 
     type: Literal["selection"] = "selection"
     selected: list[str]
     version: int
     features: list[SelectedFeaturePublic]
+    producer: str | None = None
+    seq: int | None = None
 
 
 class ErrorMessage(BaseModel):

@@ -10,6 +10,7 @@ keys there are no tenants and ids are stored as given.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from fastapi import Depends, Path, Request
@@ -20,6 +21,29 @@ from featurestream.errors import Unauthorized
 
 SEPARATOR = "~"
 STREAM_ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
+_STREAM_ID = re.compile(STREAM_ID_PATTERN)
+# Path segments a URL cannot carry as themselves: such a stream could not be reached.
+_UNREACHABLE = frozenset({".", ".."})
+
+
+def reachable_stream_id(stream_id: str) -> str:
+    """``stream_id`` when a URL can name it (not ``.`` nor ``..``); else ValueError.
+
+    >>> reachable_stream_id("churn")
+    'churn'
+    """
+    if stream_id in _UNREACHABLE:
+        raise ValueError(f"{stream_id!r} cannot be a stream id: URLs cannot name it")
+    return stream_id
+
+
+def valid_stream_id(stream_id: str) -> bool:
+    """Whether ``stream_id`` is one a stream may have (the whole value matched).
+
+    >>> valid_stream_id("a.b"), valid_stream_id("a\\n"), valid_stream_id("..")
+    (True, False, False)
+    """
+    return _STREAM_ID.fullmatch(stream_id) is not None and stream_id not in _UNREACHABLE
 
 
 def scoped_id(tenant: str | None, stream_id: str) -> str:
@@ -88,6 +112,8 @@ __all__ = [
     "credential_of",
     "current_tenant",
     "public_id",
+    "reachable_stream_id",
     "scoped_id",
     "tenant_of",
+    "valid_stream_id",
 ]

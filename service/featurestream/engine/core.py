@@ -41,6 +41,13 @@ from featurestream.engine.cache import Live, StreamCache, footprint
 from featurestream.engine.catalogue import check_names
 from featurestream.engine.events import read_events
 from featurestream.engine.frames import Frame, Reply, apply_frames, attempt_frames
+from featurestream.engine.idempotency import (
+    INLINE_BYTES,
+    content_bytes,
+    content_digest,
+    replayed,
+    seal,
+)
 from featurestream.engine.outcome import (
     Attempt,
     Outcome,
@@ -86,8 +93,9 @@ _INLINE_EVENTS = 1000
 
 Clock = Callable[[], datetime]
 T = TypeVar("T")
-# Applies a prepared write to the stream (in a worker thread): the response and the outcome.
-Apply = Callable[[Live, Any, int], tuple[bytes, Outcome]]
+# Applies a prepared write to the stream (in a worker thread): the response and the outcome
+# (None: the write held nothing, and the stream stays at its version).
+Apply = Callable[[Live, Any, int], tuple[bytes, Outcome | None]]
 
 
 def new_stream_id() -> str:
@@ -278,19 +286,26 @@ class StreamEngine:
                 await anyio.to_thread.run_sync(check)
             else:
                 check()
+        digest = await self._digest(seq, "features", names, X, groups)
 
         async def prepare(live: Live) -> list[str]:
             # Names already in the stream are refused by the store's commit itself
             # (atomically, with no round trip of its own): see DuplicateNames.
             if names is not None:
                 return list(names)
-            tag = str(seq) if seq is not None else f"v{live.version + 1}"
+            # Unnamed columns: named after the request, unique in the stream (a seq is
+            # unique per producer, a version per stream).
+            tag = f"{producer}:{seq}" if seq is not None else f"v{live.version + 1}"
             return [f"{tag}:{i}" for i in range(X.shape[0])]
 
-        def apply(live: Live, chosen: list[str], version: int) -> tuple[bytes, Outcome]:
+        def apply(live: Live, chosen: list[str], version: int) -> tuple[bytes, Outcome | None]:
             sel = live.selector
             assert isinstance(sel, FeatureSelector)
             before = sel.selected()
+            if not chosen:
+                # No columns: nothing to decide, no event, no new version.
+                empty = FeaturesWritten(live.version, seq, producer, [], before)
+                return wire.features_written(empty), None
             decisions = sel.learn_features(chosen, X, groups)
             events = [wire.feature_batch_event(chosen, groups)]
             for d in decisions:
@@ -300,7 +315,7 @@ class StreamEngine:
             outcome = self._outcome(live, version, events, chosen, before != selected)
             return wire.features_written(written), outcome
 
-        return await self._write(stream_id, "features", producer, seq, prepare, apply)
+        return await self._write(stream_id, "features", producer, seq, digest, prepare, apply)
 
     async def add_instances(
         self,
@@ -313,14 +328,20 @@ class StreamEngine:
     ) -> WriteResult:
         """Apply a batch of instances (``X`` is ``(m, d)``) as one batch."""
         self._check_instances(X.shape[0])
+        digest = await self._digest(seq, "instances", X, y)
 
         async def prepare(live: Live) -> None:
             return None
 
-        def apply(live: Live, _: None, version: int) -> tuple[bytes, Outcome]:
+        def apply(live: Live, _: None, version: int) -> tuple[bytes, Outcome | None]:
             sel = live.selector
             assert isinstance(sel, InstanceSelector)
             before = sel.selected()
+            if X.shape[0] == 0:
+                # No instances: nothing learnt, no event, no new version.
+                seen = sel.instances_seen
+                empty = InstancesWritten(live.version, seq, producer, seen, before)
+                return wire.instances_written(empty), None
             update: InstanceUpdate = sel.learn_instances(X, y)
             selected = sel.selected()
             events = [
@@ -330,7 +351,7 @@ class StreamEngine:
             outcome = self._outcome(live, version, events, (), before != selected)
             return wire.instances_written(written), outcome
 
-        return await self._write(stream_id, "instances", producer, seq, prepare, apply)
+        return await self._write(stream_id, "instances", producer, seq, digest, prepare, apply)
 
     async def add_instance_frames(
         self, stream_id: str, frames: Sequence[Frame], *, producer: str
@@ -351,6 +372,7 @@ class StreamEngine:
                 checked.append(f)
             except LimitExceeded as exc:
                 checked.append(Frame(f.seq, error=exc))
+        digests = await self._frame_digests(checked)
 
         async def stored(seq: int) -> bytes | None:
             return await self.store.stored_response(stream_id, producer, seq)
@@ -363,7 +385,7 @@ class StreamEngine:
             )
 
         async def attempt(live: Live) -> Attempt[FramesResult]:
-            return await attempt_frames(stream_id, live, checked, producer, stored, apply)
+            return await attempt_frames(stream_id, live, checked, producer, digests, stored, apply)
 
         return await self._transact(stream_id, "instances", producer, attempt)
 
@@ -375,6 +397,31 @@ class StreamEngine:
             return live.producers.get(producer, 0) + 1
 
     # ------------------------------------------------------------------ machinery
+
+    @staticmethod
+    async def _digest(seq: int | None, kind: str, *parts: Any) -> bytes:
+        """The digest stored with a write's seq (see ``idempotency.py``); none without a seq."""
+        if seq is None:
+            return b""
+        if content_bytes(*parts) > INLINE_BYTES:
+            return await anyio.to_thread.run_sync(partial(content_digest, kind, *parts))
+        return content_digest(kind, *parts)
+
+    @staticmethod
+    async def _frame_digests(frames: Sequence[Frame]) -> dict[int, bytes]:
+        """Each frame's digest, by seq: of its instances, or of why it was refused."""
+
+        def digests() -> dict[int, bytes]:
+            return {
+                f.seq: content_digest("instances", f.X, f.y)
+                if f.error is None
+                else content_digest("refused", f.error.message)
+                for f in frames
+            }
+
+        if sum(content_bytes(f.X, f.y) for f in frames) > INLINE_BYTES:
+            return await anyio.to_thread.run_sync(digests)
+        return digests()
 
     def _check_instances(self, m: int) -> None:
         limit = self.settings.max_instances_per_request
@@ -405,10 +452,14 @@ class StreamEngine:
         kind: str,
         producer: str,
         seq: int | None,
+        digest: bytes,
         prepare: Callable[[Live], Awaitable[Any]],
         apply: Apply,
     ) -> WriteResult:
-        """One HTTP request: replayed when its (producer, seq) was applied, else applied."""
+        """One HTTP request: replayed when its (producer, seq) was applied, else applied.
+
+        A seq applied with other content (another ``digest``) is refused: SeqReused.
+        """
 
         async def attempt(live: Live) -> Attempt[WriteResult]:
             if seq is not None:
@@ -419,8 +470,9 @@ class StreamEngine:
                         if live.from_cache:
                             raise StaleCache
                         raise conflict(too_old(verdict), producer)
-                    problem = wire.stored_problem(stored)
-                    return Attempt(WriteResult(stored, True, live.version, problem))
+                    body = replayed(stored, digest, producer, seq, verdict.expected)
+                    problem = wire.stored_problem(body)
+                    return Attempt(WriteResult(body, True, live.version, problem))
                 if isinstance(verdict, Gap):
                     if live.from_cache:
                         raise StaleCache
@@ -430,10 +482,10 @@ class StreamEngine:
             version = live.version + 1
             body, outcome = await anyio.to_thread.run_sync(apply, live, prepared, version)
             return Attempt(
-                WriteResult(body, False, version),
+                WriteResult(body, False, version if outcome is not None else live.version),
                 outcome,
                 seq=seq,
-                responses=[(seq, body)] if seq is not None else [],
+                responses=[(seq, seal(digest, body))] if seq is not None else [],
             )
 
         return await self._transact(stream_id, kind, producer, attempt)

@@ -12,7 +12,7 @@ but uses up its seq: its ``error`` message is stored as its response.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from featurestream.engine import wire
 from featurestream.engine.cache import Live
+from featurestream.engine.idempotency import replayed, seal
 from featurestream.engine.outcome import Attempt, Outcome, StaleCache, finite_state
 from featurestream.engine.results import (
     FrameAck,
@@ -30,7 +31,7 @@ from featurestream.engine.results import (
     Problem,
 )
 from featurestream.engine.sequencing import Fresh, Replay, classify, conflict, too_old
-from featurestream.errors import FeatureStreamError, InvalidInput
+from featurestream.errors import FeatureStreamError, InvalidInput, SeqReused
 from featurestream.selectors import InstanceSelector
 
 
@@ -67,10 +68,16 @@ async def attempt_frames(
     live: Live,
     frames: Sequence[Frame],
     producer: str,
+    digests: Mapping[int, bytes],
     stored_response: Callable[[int], Awaitable[bytes | None]],
     apply: Apply,
 ) -> Attempt[FramesResult]:
-    """Classify the frames, apply the fresh ones, and say what to commit."""
+    """Classify the frames, apply the fresh ones, and say what to commit.
+
+    ``digests`` holds each frame's content digest (``idempotency.py``): a frame
+    whose seq was applied with other content is refused (not fatally: the
+    connection goes on with its next frame) and uses up nothing.
+    """
     shown = public_ids(stream_id, live)
     last = live.producers.get(producer, 0)
     results: list[FrameResult] = []
@@ -83,7 +90,12 @@ async def attempt_frames(
         if isinstance(verdict, Replay):
             stored = await stored_response(f.seq)
             if stored is not None:
-                results.append(FrameResult(f.seq, wire.stored_reply(stored, f.seq), replayed=True))
+                try:
+                    body = replayed(stored, digests[f.seq], producer, f.seq, verdict.expected)
+                except SeqReused as exc:
+                    results.append(FrameResult(f.seq, wire.problem_of(exc, shown)))
+                    continue
+                results.append(FrameResult(f.seq, wire.stored_reply(body, f.seq), replayed=True))
                 continue
         if live.from_cache:
             # A refusal from a cached copy: the engine checks the copy is current first.
@@ -102,7 +114,7 @@ async def attempt_frames(
     ordered = [r for r in results if not r.fatal]
     ordered += [FrameResult(seq, reply) for seq, reply, _ in replies]
     ordered += [r for r in results if r.fatal]
-    responses = [(seq, body) for seq, _, body in replies]
+    responses = [(seq, seal(digests[seq], body)) for seq, _, body in replies]
     if outcome is None:
         return Attempt(FramesResult(ordered, live.version), responses=responses)
     selection = outcome.selection if outcome.selection_changed else None
@@ -137,6 +149,14 @@ def apply_frames(
     for f in frames:
         if f.error is not None or f.X is None:
             refuse(f.seq, f.error or InvalidInput("The frame holds no instances.", field="X"))
+            continue
+        if f.X.shape[0] == 0:
+            # No rows: acknowledged at the version that holds what came before it,
+            # with no event (its seq is used up like any other frame's).
+            at = version if events else live.version
+            seen = sel.instances_seen
+            written = InstancesWritten(at, f.seq, producer, seen, sel.selected())
+            replies.append((f.seq, FrameAck(f.seq, at, seen), wire.instances_written(written)))
             continue
         snapshot = sel.snapshot()
         try:

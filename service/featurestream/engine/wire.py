@@ -46,6 +46,7 @@ from featurestream.errors import (
     PayloadTooLarge,
     QuotaExceeded,
     RequestTimeout,
+    SeqReused,
     SequenceConflict,
     StoreFull,
     StoreUnavailable,
@@ -271,6 +272,7 @@ PROBLEMS: dict[type[FeatureStreamError], tuple[int, str, str]] = {
     WrongStreamKind: (409, "wrong-stream-kind", "Wrong stream kind"),
     StreamNotFound: (404, "stream-not-found", "Stream not found"),
     StreamExists: (409, "stream-exists", "Stream already exists"),
+    SeqReused: (409, "seq-reused", "Seq reused with different content"),
     SequenceConflict: (409, "sequence-conflict", "Out-of-order sequence number"),
     ConcurrentUpdate: (409, "concurrent-update", "Concurrent update"),
     Unauthorized: (401, "unauthorized", "Unauthorized"),
@@ -368,15 +370,19 @@ def ack_message(ack: FrameAck) -> str:
     ).decode()
 
 
-def selection_message(s: Selection) -> str:
-    return orjson.dumps(
-        {
-            "type": "selection",
-            "selected": s.names,
-            "version": s.version,
-            "features": [selected_feature(f) for f in s.features],
-        }
-    ).decode()
+def selection_message(s: Selection, *, producer: str | None = None, seq: int | None = None) -> str:
+    """A ``selection`` message; the first one of a connection also names its ``producer``
+    and the ``seq`` of its first frame (what a client needs to resume)."""
+    doc: Document = {
+        "type": "selection",
+        "selected": s.names,
+        "version": s.version,
+        "features": [selected_feature(f) for f in s.features],
+    }
+    if producer is not None:
+        doc["producer"] = producer
+        doc["seq"] = seq
+    return orjson.dumps(doc).decode()
 
 
 def error_message(p: Problem, seq: int | None) -> bytes:

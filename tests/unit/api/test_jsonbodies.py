@@ -111,7 +111,12 @@ def old_features(body: bytes) -> Any:
     batch = FeatureBatch.model_validate_json(body)
     groups = [f.group for f in batch.features]
     X = reference_matrix(batch.features, N)
-    return batch.producer, batch.seq, [f.name for f in batch.features], groups, X
+    return named(batch), batch.seq, [f.name for f in batch.features], groups, X
+
+
+def named(batch: Any) -> str | None:
+    """The producer a body names (None: it names none, and the route decides)."""
+    return batch.producer if "producer" in batch.model_fields_set else None
 
 
 def new_features(body: bytes) -> Any:
@@ -263,7 +268,7 @@ def test_group_bodies_read_as_before(doc: Any) -> None:
         features = [f for g in batch.groups for f in g.features]
         names = [g.name for g in batch.groups for _ in g.features]
         return (
-            batch.producer,
+            named(batch),
             [f.name for f in features],
             [f.group for f in features],
             names,
@@ -281,6 +286,13 @@ def test_group_bodies_read_as_before(doc: Any) -> None:
 INSTANCE_CASES: list[Any] = [
     {"X": [[1, 2.5], [3, 4]], "y": [0, 1]},
     {"X": [[1, 2.5]], "producer": "p", "seq": 2},
+    {"X": [[1, 2.5]], "producer": "default"},
+    {"X": [[1, 2.5]], "producer": ""},
+    {"X": [[1, 2.5]], "producer": "p\n"},
+    {"X": [[1, 2.5]], "producer": "p\x00q"},
+    {"X": [[1, 2.5]], "producer": "p\x85"},
+    {"X": [[1, 2.5]], "producer": "é" * 256},
+    {"X": [[1, 2.5]], "producer": "é" * 257},
     {"X": [[]]},
     {"X": [[1, 2], [3]]},
     {"X": []},
@@ -304,7 +316,7 @@ def test_instance_bodies_read_as_before(doc: Any) -> None:
         if len({len(row) for row in batch.X}) != 1:
             raise InvalidInput("Every row of X must have the same length.", field="X")
         y = None if batch.y is None else np.asarray(batch.y, dtype=np.float64)
-        return batch.producer, batch.seq, np.asarray(batch.X, dtype=np.float64), y
+        return named(batch), batch.seq, np.asarray(batch.X, dtype=np.float64), y
 
     def new() -> Any:
         batch = jsonbodies.instance_batch(body)

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request, Response
 from featurestream.api import arrays, bodies, jsonbodies, offload
 from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath
 from featurestream.api.problems import PROBLEM_MEDIA_TYPE
+from featurestream.api.producers import PRODUCER_PATTERN
 from featurestream.api.schemas import FeaturesAppended
 from featurestream.engine import WriteResult, wire
 from featurestream.errors import InvalidInput, UnsupportedMediaType
@@ -25,6 +26,25 @@ def _body_doc(model: str, npy: bool, npz: bool = False) -> dict[str, Any]:
     if npz:
         content[bodies.NPZ_MEDIA_TYPE] = {"schema": {"type": "string", "format": "binary"}}
     return {"requestBody": {"required": True, "content": content}}
+
+
+# The idempotency headers of every write (docs/api.md, "Producers and seq").
+WRITE_HEADERS: list[dict[str, Any]] = [
+    {
+        "name": "X-Seq",
+        "in": "header",
+        "required": False,
+        "schema": {"type": "integer", "minimum": 1},
+        "description": "the write's seq (any body type; a JSON body's seq must agree)",
+    },
+    {
+        "name": "X-Producer",
+        "in": "header",
+        "required": False,
+        "schema": {"type": "string", "pattern": PRODUCER_PATTERN},
+        "description": "the producer (any body type; a JSON body's must agree)",
+    },
+]
 
 
 def written(result: WriteResult) -> Response:
@@ -51,15 +71,10 @@ def written(result: WriteResult) -> Response:
                 "in": "header",
                 "required": False,
                 "schema": {"type": "string"},
-                "description": "npy or npz body: comma-separated names (npz: or names.npy inside)",
+                "description": "npy or npz body: comma-separated names (npz: or names.npy "
+                "inside); unnamed columns are named <producer>:<seq>:<i>",
             },
-            {
-                "name": "X-Seq",
-                "in": "header",
-                "required": False,
-                "schema": {"type": "integer", "minimum": 1},
-            },
-            {"name": "X-Producer", "in": "header", "required": False, "schema": {"type": "string"}},
+            *WRITE_HEADERS,
         ]
     },
 )
@@ -83,19 +98,15 @@ async def add_features(stream_id: StreamIdPath, request: Request, engine: Engine
                 f"X-Feature-Names has {len(names)} names for {X.shape[0]} columns.",
                 field="X-Feature-Names",
             )
-        result = await engine.add_features(
-            stream_id,
-            names,
-            X,
-            producer=request.headers.get("X-Producer", "default"),
-            seq=bodies.header_int(request, "X-Seq"),
-        )
+        producer, seq = bodies.write_ids(request)
+        result = await engine.add_features(stream_id, names, X, producer=producer, seq=seq)
         return written(result)
     if kind != "application/json":
         raise UnsupportedMediaType(
             kind, ("application/json", bodies.NPY_MEDIA_TYPE, bodies.NPZ_MEDIA_TYPE)
         )
     batch = await offload.run(len(body), lambda: jsonbodies.feature_batch(body))
+    producer, seq = bodies.write_ids(request, batch.producer, batch.seq)
     n = await engine.n_instances(stream_id)
     X = await offload.run(len(body), lambda: batch.columns.matrix(n))
     groups = batch.columns.groups
@@ -104,8 +115,8 @@ async def add_features(stream_id: StreamIdPath, request: Request, engine: Engine
         batch.columns.names,
         X,
         groups=groups if any(g is not None for g in groups) else None,
-        producer=batch.producer,
-        seq=batch.seq,
+        producer=producer,
+        seq=seq,
     )
     return written(result)
 
@@ -113,7 +124,7 @@ async def add_features(stream_id: StreamIdPath, request: Request, engine: Engine
 @router.post(
     "/{stream_id}/groups",
     response_model=FeaturesAppended,
-    openapi_extra=_body_doc("GroupBatch", npy=False),
+    openapi_extra=_body_doc("GroupBatch", npy=False) | {"parameters": WRITE_HEADERS},
 )
 async def add_groups(stream_id: StreamIdPath, request: Request, engine: EngineDep) -> Response:
     """Append whole groups of features (group-SAOLA); groups and features keep their order."""
@@ -121,6 +132,7 @@ async def add_groups(stream_id: StreamIdPath, request: Request, engine: EngineDe
         raise UnsupportedMediaType(bodies.media_type(request), ("application/json",))
     body = await request.body()
     batch = await offload.run(len(body), lambda: jsonbodies.group_batch(body))
+    producer, seq = bodies.write_ids(request, batch.producer, batch.seq)
     columns, groups = batch.columns, batch.group_names or []
     for name, own, group in zip(columns.names, columns.groups, groups, strict=True):
         if own is not None and own != group:
@@ -134,7 +146,7 @@ async def add_groups(stream_id: StreamIdPath, request: Request, engine: EngineDe
         columns.names,
         X,
         groups=groups,
-        producer=batch.producer,
-        seq=batch.seq,
+        producer=producer,
+        seq=seq,
     )
     return written(result)

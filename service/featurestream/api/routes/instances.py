@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request, Response
 
 from featurestream.api import arrays, bodies, jsonbodies, offload
 from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath
-from featurestream.api.routes.features import _body_doc, written
+from featurestream.api.routes.features import WRITE_HEADERS, _body_doc, written
 from featurestream.api.schemas import InstancesAppended
 from featurestream.errors import InvalidInput, UnsupportedMediaType
 
@@ -19,7 +19,7 @@ router = APIRouter(prefix="/v1/streams", tags=["instance streams"], dependencies
 @router.post(
     "/{stream_id}/instances",
     response_model=InstancesAppended,
-    openapi_extra=_body_doc("InstanceBatch", npy=True, npz=True),
+    openapi_extra=_body_doc("InstanceBatch", npy=True, npz=True) | {"parameters": WRITE_HEADERS},
 )
 async def add_instances(stream_id: StreamIdPath, request: Request, engine: EngineDep) -> Response:
     """Apply a batch of instances as one batch (the batch boundary is recorded)."""
@@ -41,20 +41,16 @@ async def add_instances(stream_id: StreamIdPath, request: Request, engine: Engin
             return (np.ascontiguousarray(X) if isinstance(X, np.ndarray) else X), y
 
         X, y = await offload.run(arrays.decoded_size(body), load)
-        result = await engine.add_instances(
-            stream_id,
-            X,
-            y,
-            producer=request.headers.get("X-Producer", "default"),
-            seq=bodies.header_int(request, "X-Seq"),
-        )
+        producer, seq = bodies.write_ids(request)
+        result = await engine.add_instances(stream_id, X, y, producer=producer, seq=seq)
         return written(result)
     if kind != "application/json":
         raise UnsupportedMediaType(
             kind, ("application/json", bodies.NPY_MEDIA_TYPE, bodies.NPZ_MEDIA_TYPE)
         )
     batch = await offload.run(len(body), lambda: jsonbodies.instance_batch(body))
+    producer, seq = bodies.write_ids(request, batch.producer, batch.seq)
     result = await engine.add_instances(
-        stream_id, batch.rows(), batch.y, producer=batch.producer, seq=batch.seq
+        stream_id, batch.rows(), batch.y, producer=producer, seq=seq
     )
     return written(result)

@@ -9,8 +9,6 @@ receives selection messages (feature streams too). Every message carries a
 
 from __future__ import annotations
 
-import re
-
 from fastapi import APIRouter, WebSocket
 from starlette.status import (
     WS_1000_NORMAL_CLOSURE,
@@ -20,7 +18,13 @@ from starlette.status import (
     WS_1013_TRY_AGAIN_LATER,
 )
 
-from featurestream.api.tenancy import STREAM_ID_PATTERN, credential_of, scoped_id
+from featurestream.api.producers import connection_producer, producer_name
+from featurestream.api.tenancy import (
+    STREAM_ID_PATTERN,
+    credential_of,
+    scoped_id,
+    valid_stream_id,
+)
 from featurestream.api.ws.session import Session, Sessions, error_text
 from featurestream.errors import InvalidInput, Unauthorized
 
@@ -35,17 +39,15 @@ CLOSE_CODES = (
     WS_1013_TRY_AGAIN_LATER,
 )
 
-_PRODUCER = re.compile(r"^[^\n]{1,256}$")
-_STREAM_ID = re.compile(STREAM_ID_PATTERN)
-
 
 def parse_query(websocket: WebSocket) -> tuple[str, int | None]:
-    """The producer and starting seq of the query string; InvalidInput when malformed."""
-    producer = websocket.query_params.get("producer", "default")
-    if not _PRODUCER.match(producer):
-        raise InvalidInput(
-            "producer must be 1 to 256 characters without a newline.", field="producer"
-        )
+    """The producer and starting seq of the query string; InvalidInput when malformed.
+
+    A connection that names no producer gets one of its own (``ws-<uuid>``): the
+    server tells it in its first message, so that it can resume.
+    """
+    given = websocket.query_params.get("producer")
+    producer = connection_producer() if given is None else producer_name(given, "producer")
     raw = websocket.query_params.get("seq")
     if raw is None:
         return producer, None
@@ -68,7 +70,7 @@ async def stream_socket(websocket: WebSocket, stream_id: str) -> None:
         await websocket.close(WS_1013_TRY_AGAIN_LATER, "server shutting down")
         return
     try:
-        if not _STREAM_ID.match(stream_id):
+        if not valid_stream_id(stream_id):
             raise InvalidInput(
                 f"Stream ids match {STREAM_ID_PATTERN}; got {stream_id[:40]!r}.", field="id"
             )

@@ -221,8 +221,13 @@ class Session:
             else:
                 self.next_seq = seq or 1
             # Subscribed first, then read: no change falls between the two.
-            current = await self.engine.selection(self.stream_id)
-            await self._forward_selection(wire.parse_selection(current.document))
+            current = wire.parse_selection((await self.engine.selection(self.stream_id)).document)
+            # The first message also names the connection's producer and first seq: a
+            # connection that named no producer got one of its own, to resume with.
+            self._last_selection = current.version
+            await self._send(
+                wire.selection_message(current, producer=self.producer, seq=self.next_seq)
+            )
             if self._shutdown is not None:
                 return  # shut down (or revoked) while connecting: read nothing
             self.phase = Phase.OPEN

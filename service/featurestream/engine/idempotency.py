@@ -1,0 +1,126 @@
+"""What a producer's ``seq`` stands for: a digest of the content it was applied with.
+
+A write that carries a seq has its response stored for replays. The engine
+stores a digest of the write's content with it: a fixed-size prefix of the
+stored bytes (the store keeps them as they are). A seq sent again with the
+same content is a retry and is answered with the stored response; the same
+seq with other content is another write that collides with the first one
+(two writers under one producer name) and is refused, so that no write is
+ever acknowledged with another write's answer.
+
+The digest is taken over the decoded content (arrays as float64, names,
+groups, labels) and the kind of write, so a retry matches however it was
+encoded. Responses stored before digests existed have no prefix: they are
+replayed as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from featurestream.errors import SeqReused
+
+# Stored responses are JSON documents, which never start with a NUL byte.
+MAGIC = b"\x00fsd1"
+DIGEST_SIZE = 16
+PREFIX_SIZE = len(MAGIC) + DIGEST_SIZE
+# Contents larger than this are hashed beside the event loop.
+INLINE_BYTES = 1 << 20
+
+
+def content_digest(kind: str, *parts: Any) -> bytes:
+    """The digest of a write of ``kind`` whose decoded content is ``parts``.
+
+    A part is None, a str, a sequence of str (or None), a numpy array or a
+    scipy.sparse matrix.
+
+    >>> a = content_digest("instances", np.ones((2, 3)), None)
+    >>> a == content_digest("instances", np.ones((2, 3), dtype=np.float32), None)
+    True
+    >>> a == content_digest("instances", np.ones((3, 2)), None)
+    False
+    """
+    h = hashlib.blake2b(kind.encode(), digest_size=DIGEST_SIZE)
+    for part in parts:
+        _update(h, part)
+    return h.digest()
+
+
+def content_bytes(*parts: Any) -> int:
+    """About how many bytes hashing ``parts`` reads (to decide where to hash them)."""
+    total = 0
+    for part in parts:
+        if isinstance(part, np.ndarray):
+            total += part.size * 8
+        elif hasattr(part, "nnz"):
+            total += int(part.nnz) * 16
+    return total
+
+
+def _update(h: Any, part: Any) -> None:
+    if part is None:
+        h.update(b"N")
+    elif isinstance(part, str):
+        h.update(b"S" + json.dumps(part).encode())
+    elif isinstance(part, np.ndarray):
+        a = np.ascontiguousarray(part, dtype=np.float64)
+        h.update(b"A" + json.dumps(a.shape).encode())
+        h.update(a.data)
+    elif hasattr(part, "tocsr"):  # scipy.sparse
+        m = part.tocsr()
+        if not m.has_sorted_indices:
+            m = m.sorted_indices()
+        h.update(b"C" + json.dumps(m.shape).encode())
+        for arr, dtype in ((m.indptr, np.int64), (m.indices, np.int64), (m.data, np.float64)):
+            h.update(np.ascontiguousarray(arr, dtype=dtype).data)
+    elif isinstance(part, Sequence):
+        h.update(b"L" + json.dumps(list(part)).encode())
+    else:  # pragma: no cover - every caller passes one of the above
+        raise TypeError(f"cannot digest {type(part).__name__}")
+
+
+def seal(digest: bytes, response: bytes) -> bytes:
+    """The bytes stored for a seq: the content's digest, then the response."""
+    assert len(digest) == DIGEST_SIZE
+    return MAGIC + digest + response
+
+
+def unseal(stored: bytes) -> tuple[bytes | None, bytes]:
+    """The digest (None for a response stored without one) and the response."""
+    if stored.startswith(MAGIC):
+        return stored[len(MAGIC) : PREFIX_SIZE], stored[PREFIX_SIZE:]
+    return None, stored
+
+
+def replayed(stored: bytes, digest: bytes, producer: str, seq: int, expected: int) -> bytes:
+    """The stored response of a seq sent again with content of ``digest``.
+
+    Raises :class:`SeqReused` when the seq was applied with other content.
+    """
+    kept, response = unseal(stored)
+    if kept is not None and kept != digest:
+        raise SeqReused(
+            f"seq reused with different content: seq {seq} of producer {producer!r} was "
+            "already used by a write with other content, so this one was not applied. Two "
+            "writers may share the producer name: give each its own. The next expected seq "
+            f"is {expected}.",
+            producer=producer,
+            expected_seq=expected,
+        )
+    return response
+
+
+__all__ = [
+    "DIGEST_SIZE",
+    "INLINE_BYTES",
+    "content_bytes",
+    "content_digest",
+    "replayed",
+    "seal",
+    "unseal",
+]
