@@ -243,3 +243,27 @@ def test_an_event_id_beyond_64_bits_is_a_4xx(redis_url: str, key_prefix: str) ->
         assert httpx.get(events, params={"limit": 1}, timeout=10).status_code == 200
     finally:
         s.kill()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # A parameter name, and a parameter value, carrying a lone surrogate (a JSON
+        # escape no UTF-8 encoder takes): the problem quoting it used to fail to encode.
+        b'{"algorithm": "ofs", "params": {"x\\udcda": 1}, "feature_names": ["a", "b"]}',
+        b'{"algorithm": "ofs", "params": {"mode": "\\ud800x"}, "feature_names": ["a", "b"]}',
+    ],
+    ids=["name", "value"],
+)
+def test_a_lone_surrogate_in_a_create_body_is_a_422_that_quotes_it(
+    server: ServeProcess, body: bytes
+) -> None:
+    r = httpx.post(
+        server.url + "/v1/streams",
+        content=body,
+        headers={"content-type": "application/json"},
+        timeout=10,
+    )
+    doc = assert_problem(r, (422,))
+    assert "\\ud" in doc["detail"], doc  # quoted as its escape, not dropped
+    alive(server)

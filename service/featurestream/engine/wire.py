@@ -340,8 +340,32 @@ def validation_problem(errors: Iterable[Any], *, detail: str | None = None) -> P
 
 
 def problem(p: Problem) -> Document:
-    """The problem document: ``type``, ``title``, ``status``, ``detail``, then its fields."""
-    return {"type": p.type, "title": p.title, "status": p.status, "detail": p.detail, **p.extra}
+    """The problem document: ``type``, ``title``, ``status``, ``detail``, then its fields.
+
+    Its text may quote what a client sent, and a JSON string escape can carry a
+    lone surrogate, which no UTF-8 encoder takes: such characters are written as
+    their ``\\uXXXX`` escape, so every problem can be sent.
+
+    >>> problem(Problem("/problems/x", "X", 422, "unknown 'a\\udcda'", {}))["detail"]
+    "unknown 'a\\\\udcda'"
+    """
+    doc = {"type": p.type, "title": p.title, "status": p.status, "detail": p.detail, **p.extra}
+    return _encodable(doc)
+
+
+def _encodable(value: Any) -> Any:
+    """``value`` with every string made encodable as UTF-8 (lone surrogates escaped)."""
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode()
+        return value
+    if isinstance(value, Mapping):
+        return {_encodable(k): _encodable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encodable(v) for v in value]
+    return value
 
 
 def parse_problem(doc: Mapping[str, Any]) -> Problem:
