@@ -259,9 +259,8 @@ def test_stored_responses_are_bounded_by_bytes_per_stream(
         _saola(c, "", "r", y.tolist())
         for seq in range(1, 13):
             names = [f"s{seq}-{i}" for i in range(2000)]
-            r = c.post(
-                "/v1/streams/r/features", **_json_features(names, rng.normal(size=(2000, n)), seq)
-            )
+            last = _json_features(names, rng.normal(size=(2000, n)), seq)
+            r = c.post("/v1/streams/r/features", **last)
             assert r.status_code == 200, r.text
             sizes.append(len(r.content))
         assert sum(sizes) > 2 * limit, sizes  # the responses alone exceed the bound
@@ -272,8 +271,9 @@ def test_stored_responses_are_bounded_by_bytes_per_stream(
         finally:
             client.close()
         assert 0 < sum(kept.values()) <= limit, sum(kept.values())
-        # The newest are kept and replayed; a replay of a dropped one is refused as too old.
-        r = c.post("/v1/streams/r/features", **_features(["s12-x"], np.zeros((n, 1)), 12))
+        # The newest are kept and replayed (the same request again); a replay of a dropped
+        # one is refused as too old.
+        r = c.post("/v1/streams/r/features", **last)
         assert r.status_code == 200 and r.headers.get("idempotent-replay") == "true"
         r = c.post("/v1/streams/r/features", **_features(["s1-x"], np.zeros((n, 1)), 1))
         assert r.status_code == 409, r.text
