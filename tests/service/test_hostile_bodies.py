@@ -178,6 +178,11 @@ def test_a_shape_bomb_is_refused_before_anything_is_allocated(server: ServeProce
 
     poller = threading.Thread(target=poll, daemon=True)
     poller.start()
+    # The attacks start once the poller has been answered: its first request is timed too.
+    deadline = time.monotonic() + 10
+    while not latencies and poller.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert latencies, "/healthz never answered before the attacks"
     try:
         with httpx.Client(timeout=30) as c:
             for _ in range(5):
