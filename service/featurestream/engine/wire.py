@@ -350,7 +350,7 @@ def problem(p: Problem) -> Document:
     "unknown 'a\\\\udcda'"
     """
     doc = {"type": p.type, "title": p.title, "status": p.status, "detail": p.detail, **p.extra}
-    return _encodable(doc)
+    return {_encodable(k): _encodable(v) for k, v in doc.items()}
 
 
 def _encodable(value: Any) -> Any:
