@@ -192,8 +192,6 @@ class StatusPublic(BaseModel):
     kind: str
     version: int
     updated_at: str
-    # Present while the selector warns about something (``{code, message}``).
-    warnings: list[WarningPublic] | None = None
 
 
 class Health(BaseModel):

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from featurestream.errors import NumericallyUnstable
 from featurestream.selectors._ofs_ops import (
     IntVector,
     Matrix,
@@ -364,6 +365,13 @@ def standardised_chunks(
             chunk = np.ascontiguousarray(X[lo:hi], dtype=np.float64)
         Z = buffer[: hi - lo]
         _standardise(chunk, count + lo, mean, M2, Z)
+        if not (np.isfinite(Z).all() and np.isfinite(mean).all() and np.isfinite(M2).all()):
+            # Values near the float64 limit: the running moments overflow. Refused
+            # before the kernel sees them (the caller's state is left as it was).
+            raise NumericallyUnstable(
+                "Standardising these instances overflows float64 (values near "
+                f"{float(np.abs(chunk).max()):.3g}); nothing was applied. Rescale the data."
+            )
         yield lo, Z
 
 
