@@ -124,6 +124,9 @@ class FeaturesResult:
     replayed : bool
         True when the server answered at least one chunk from its stored
         responses (the request had already been applied).
+    warnings : tuple of dict
+        The status warnings these requests raised, each ``{"code", "message"}``
+        (e.g. ``untestable-tests``); the stream's status keeps showing them.
     """
 
     version: int
@@ -131,6 +134,7 @@ class FeaturesResult:
     selected: tuple[str, ...]
     seqs: tuple[int, ...] = ()
     replayed: bool = False
+    warnings: tuple[dict[str, str], ...] = ()
 
     @property
     def accepted(self) -> list[str]:
@@ -151,6 +155,7 @@ class FeaturesResult:
             selected=parts[-1].selected,
             seqs=tuple(s for p in parts for s in p.seqs),
             replayed=any(p.replayed for p in parts),
+            warnings=tuple(w for p in parts for w in p.warnings),
         )
 
     @classmethod
@@ -162,6 +167,11 @@ class FeaturesResult:
             selected=tuple(str(s) for s in d.get("selected") or ()),
             seqs=() if seq is None else (int(seq),),
             replayed=replayed,
+            warnings=tuple(
+                {"code": str(w.get("code", "")), "message": str(w.get("message", ""))}
+                for w in d.get("warnings") or ()
+                if isinstance(w, Mapping)
+            ),
         )
 
 

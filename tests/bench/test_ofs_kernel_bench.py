@@ -13,7 +13,7 @@ from featurestream.selectors.ofs import OFS, OFSParams
 def test_plain_loop_follows_ofs(B: int) -> None:
     X, y = ofs_kernel.make_stream(300, 30, seed=1)
     w, mistakes = ofs_kernel.plain_ofs(X, y, B)
-    sel = OFS.start(OFSParams(num_features=B), [f"f{i}" for i in range(30)])
+    sel = OFS.start(OFSParams(num_features=B, scale="none"), [f"f{i}" for i in range(30)])
     u = sel.learn_instances(X, y)
     assert u.mistakes == mistakes
     # BLAS sums in another order than OFS: equal up to rounding.

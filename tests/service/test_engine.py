@@ -156,3 +156,48 @@ async def test_a_refused_non_finite_state_leaves_the_cached_selector_as_it_was()
     a, b = (live.selector.snapshot() for live in same if live is not None)
     np.testing.assert_array_equal(a.w, b.w)
     assert a.instances_seen == b.instances_seen == 12
+
+
+def _as_stored_before_scale(blob: bytes) -> bytes:
+    """An OFS state as versions before ``scale`` stored it: no parameter, no statistics."""
+    import json
+
+    from featurestream import codec
+
+    header, body = codec.decode_header(blob)
+    del header["params"]["scale"]
+    del header["fields"]["scale_mean"], header["fields"]["scale_M2"]
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    return codec._PREFIX.pack(codec.MAGIC, codec.FORMAT_VERSION, len(raw)) + raw + blob[body:]
+
+
+async def test_an_ofs_stream_stored_before_scale_keeps_the_values_as_sent() -> None:
+    # Decided for streams older than `scale`: they learnt from raw values, and
+    # keep doing so after an upgrade (Params.legacy), whatever today's default.
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(60, 3)) * [1.0, 100.0, 0.01]
+    y = (X[:, 1] > 0).astype(float)
+    store = InMemoryStore()
+    engine = StreamEngine(store, SETTINGS)
+    names = ["a", "b", "c"]
+    for sid in ("old", "raw"):
+        await engine.create(
+            stream_id=sid,
+            algorithm="ofs",
+            params={"num_features": 2, "scale": "none"},
+            target=None,
+            feature_names=names,
+        )
+        await engine.add_instances(sid, X[:30], y[:30])
+    # "old" as an older version left it in the store: no `scale` anywhere.
+    stored = store._streams["old"]
+    stored.blob = _as_stored_before_scale(stored.blob)
+    del stored.info["params"]["scale"]
+    fresh = StreamEngine(store, SETTINGS)  # a restarted process: nothing cached
+    assert (await fresh.get("old")).params["scale"] == "none"
+    for sid in ("old", "raw"):
+        await fresh.add_instances(sid, X[30:], y[30:])
+    old, raw = await fresh.selection("old"), await fresh.selection("raw")
+    old_sel, raw_sel = wire.parse_selection(old.document), wire.parse_selection(raw.document)
+    assert old_sel.features == raw_sel.features and old_sel.version == raw_sel.version == 2
+    assert (await fresh.status("old")).counters == (await fresh.status("raw")).counters

@@ -113,10 +113,20 @@ def test_fsds_huge_rows_never_commit_a_non_finite_sketch_nor_stall_the_next_writ
 @pytest.mark.parametrize(
     ("create", "attack", "ok"),
     [
-        # OFS's partial mode overflows its weights to NaN.
+        # OFS's partial mode overflows its weights to NaN (on the values as sent:
+        # standardised, the same huge instance repeated maps to 0).
         (
-            {"algorithm": "ofs", "params": {"num_features": 2, "mode": "partial", "seed": 7}},
+            {
+                "algorithm": "ofs",
+                "params": {"num_features": 2, "mode": "partial", "seed": 7, "scale": "none"},
+            },
             {"X": [[1.7e308, -1.7e308, 1.7e308]] * 8, "y": [1, 0] * 4},
+            {"X": [[0.5, -1.0, 2.0], [1.0, 0.0, -2.0]], "y": [1, 0]},
+        ),
+        # OFS's running standardisation overflows (alternating signs near the maximum).
+        (
+            {"algorithm": "ofs", "params": {"num_features": 2}},
+            {"X": [[1.7e308, -1.7e308, 1.0], [-1.7e308, 1.7e308, 2.0]] * 2, "y": [1, 0] * 2},
             {"X": [[0.5, -1.0, 2.0], [1.0, 0.0, -2.0]], "y": [1, 0]},
         ),
         # FIRES's running moments overflow.
@@ -135,7 +145,7 @@ def test_fsds_huge_rows_never_commit_a_non_finite_sketch_nor_stall_the_next_writ
             {"X": [[0.5, -1.0, 2.0], [1.0, 0.0, -2.0]]},
         ),
     ],
-    ids=["ofs", "fires", "nrfs"],
+    ids=["ofs", "ofs-standard", "fires", "nrfs"],
 )
 def test_an_instance_write_that_overflows_the_state_is_refused(
     server: Server, create: dict[str, Any], attack: dict[str, Any], ok: dict[str, Any]

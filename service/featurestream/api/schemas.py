@@ -132,12 +132,19 @@ class DecisionPublic(BaseModel):
     group: str | None = None
 
 
+class WarningPublic(BaseModel):
+    code: str
+    message: str
+
+
 class FeaturesAppended(BaseModel):
     version: int
     seq: int | None
     producer: str
     decisions: list[DecisionPublic]
     selected: list[str]
+    # Present on the request that raised a status warning (e.g. untestable tests).
+    warnings: list[WarningPublic] | None = None
 
 
 class InstancesAppended(BaseModel):

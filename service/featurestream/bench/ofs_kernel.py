@@ -100,7 +100,8 @@ def _one(implementation: str, X: Matrix, y: Vector, B: int) -> int:
     """One run of an implementation on the whole stream; returns its mistakes."""
     if implementation == IMPLEMENTATIONS[0]:
         names = [f"f{i}" for i in range(X.shape[1])]
-        return OFS.start(OFSParams(num_features=B), names).learn_instances(X, y).mistakes
+        params = OFSParams(num_features=B, scale="none")  # the published OFS, as plain_ofs
+        return OFS.start(params, names).learn_instances(X, y).mistakes
     return plain_ofs(X, y, B)[1]
 
 

@@ -146,7 +146,7 @@ def default_params(algorithm: str, data: FeatureData | InstanceData) -> dict[str
     """Parameters a run uses unless told otherwise (the algorithm's own defaults mostly).
 
     Instance selectors keep twice as many features as there are planted ones.
-    FIRES standardises dense instances but not sparse ones (standardising
+    OFS and FIRES standardise dense instances but not sparse ones (standardising
     densifies a sparse instance). NRFS keeps a window of :data:`NRFS_WINDOW`
     instances and recomputes every ``refresh`` of them, at least a window and
     at most :data:`NRFS_COMPUTATIONS` times after its first computation.
@@ -158,9 +158,9 @@ def default_params(algorithm: str, data: FeatureData | InstanceData) -> dict[str
     >>> default_params("fires", make_instances(instance_spec("stream-d100000", quick=True)))
     {'num_features': 20, 'scale': 'none'}
     """
-    if algorithm in ("ofs", "fsds"):
+    if algorithm == "fsds":
         return {"num_features": 2 * len(data.relevant)}
-    if algorithm == "fires":
+    if algorithm in ("ofs", "fires"):
         sparse = isinstance(data, InstanceData) and data.spec.sparse
         return {"num_features": 2 * len(data.relevant), "scale": "none" if sparse else "standard"}
     if algorithm == "nrfs" and isinstance(data, InstanceData):

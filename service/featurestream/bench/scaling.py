@@ -205,7 +205,12 @@ def instance_point(
     rng = np.random.default_rng([seed, d])
     cls = REGISTRY[algorithm]
     assert issubclass(cls, InstanceSelector)
-    sel = cls.start(cls.params_type.from_mapping({"num_features": 10}), [f"x{j}" for j in range(d)])
+    params: dict[str, Any] = {"num_features": 10}
+    if density is not None:
+        # Standardising densifies a sparse instance: sparse streams learn from the
+        # values as sent (docs/algorithms/ofs.md, "Scaling").
+        params["scale"] = "none"
+    sel = cls.start(cls.params_type.from_mapping(params), [f"x{j}" for j in range(d)])
     spent = 0.0
     items = 0
     target = min(1.0, budget / 4)

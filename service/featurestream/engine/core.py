@@ -306,12 +306,14 @@ class StreamEngine:
                 # No columns: nothing to decide, no event, no new version.
                 empty = FeaturesWritten(live.version, seq, producer, [], before)
                 return wire.features_written(empty), None
+            warned = {w["code"] for w in sel.warnings()}
             decisions = sel.learn_features(chosen, X, groups)
             events = [wire.feature_batch_event(chosen, groups)]
             for d in decisions:
                 events.extend(wire.decision_events(d))
             selected = sel.selected()
-            written = FeaturesWritten(version, seq, producer, decisions, selected)
+            raised = [w for w in sel.warnings() if w["code"] not in warned]
+            written = FeaturesWritten(version, seq, producer, decisions, selected, raised)
             outcome = self._outcome(live, version, events, chosen, before != selected)
             return wire.features_written(written), outcome
 
@@ -614,7 +616,9 @@ class StreamEngine:
                 stream_id=stream_id,
             )
         cls = REGISTRY[decoded.selector]
-        params = cls.params_type.from_mapping(decoded.params)
+        # Stored by any earlier version: parameters added since take the value
+        # the stream ran with (Params.legacy), not today's default.
+        params = cls.params_type.from_stored(decoded.params)
         live = Live(
             info=record.info,
             incarnation=record.incarnation,

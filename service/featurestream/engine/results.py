@@ -105,6 +105,8 @@ class FeaturesWritten:
     producer: str
     decisions: Sequence[Decision]
     selected: Sequence[str]
+    # The status warnings this batch raised (``{code, message}``), e.g. untestable tests.
+    warnings: Sequence[Mapping[str, str]] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,7 +56,7 @@ from featurestream.errors import (
     UnsupportedMediaType,
     WrongStreamKind,
 )
-from featurestream.selectors import Decision, SelectedFeature
+from featurestream.selectors import REGISTRY, Decision, SelectedFeature
 
 Document = dict[str, Any]
 
@@ -82,15 +82,17 @@ def decision(d: Decision) -> Document:
 
 
 def features_written(r: FeaturesWritten) -> bytes:
-    return orjson.dumps(
-        {
-            "version": r.version,
-            "seq": r.seq,
-            "producer": r.producer,
-            "decisions": [decision(d) for d in r.decisions],
-            "selected": list(r.selected),
-        }
-    )
+    doc: Document = {
+        "version": r.version,
+        "seq": r.seq,
+        "producer": r.producer,
+        "decisions": [decision(d) for d in r.decisions],
+        "selected": list(r.selected),
+    }
+    if r.warnings:
+        # Only the request that raised a status warning carries it (API.md, v1 extensions).
+        doc["warnings"] = [dict(w) for w in r.warnings]
+    return orjson.dumps(doc)
 
 
 def instances_written(r: InstancesWritten) -> bytes:
@@ -224,11 +226,17 @@ def stream_resource(info: Mapping[str, Any], version: int, updated_at: str) -> S
     """A stream's stored info (written at creation), with its version."""
     n_instances = info.get("n_instances")
     n_features = info.get("n_features")
+    algorithm = str(info["algorithm"])
+    cls = REGISTRY.get(algorithm)
+    params = info["params"]
+    if cls is not None:
+        # A stream created before a parameter existed shows the value it runs with.
+        params = cls.params_type.with_legacy(params)
     return StreamResource(
         id=str(info["id"]),
-        algorithm=str(info["algorithm"]),
+        algorithm=algorithm,
         kind=str(info["kind"]),
-        params=info["params"],
+        params=params,
         version=version,
         created_at=str(info["created_at"]),
         updated_at=updated_at,

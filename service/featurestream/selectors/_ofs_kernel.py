@@ -18,6 +18,11 @@ It reproduces ``OFS`` decision for decision and weight for weight:
 * OFS-P draws its features from ``numpy.random.default_rng([seed, t])``, which
   compiled code cannot reproduce: ``partial_draws`` makes the draws in Python
   (they do not depend on w), and the kernel applies them.
+* With ``scale: "standard"`` the instances are standardised first, by compiled
+  code too (``_standardise``: Welford's running statistics, row after row),
+  in chunks of rows whose dense form is bounded (``standardised_chunks``); each
+  chunk then goes through the dense kernel. A standardised sparse instance is
+  dense, so this costs O(d) per instance whatever the sparsity.
 
 Numba is imported with this module, which ``OFS`` imports on its first batch,
 so importing ``featurestream.selectors`` stays cheap. The compiled code is
@@ -28,6 +33,7 @@ cache directory is writable it is compiled once per process instead.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -46,6 +52,7 @@ from featurestream.selectors._ofs_ops import (
     _jit,
     _keep_largest,
     _merge,
+    _standardise,
     _sum,
     _support,
 )
@@ -58,6 +65,9 @@ _NEAR = 1.0 - 2.0**-49
 # relative rounding error unbounded): then the candidates are not enough, and
 # the step takes the exact pass over every entry.
 _TINY = 2.0**-960
+# Instances standardised at once, in float64 elements (2 MiB, cache-sized): the
+# dense form of a chunk of rows, which the kernels then learn from.
+_SCALE_ELEMENTS = 1 << 18
 
 
 @_jit
@@ -317,4 +327,46 @@ def learn_full(
     return preds, int(mistakes)
 
 
-__all__ = ["learn_full", "learn_partial", "partial_draws"]
+def standardised_chunks(
+    X: Any, *, sparse: bool, count: int, mean: Vector, M2: Vector
+) -> Iterator[tuple[int, Matrix]]:
+    """The rows of X standardised with running statistics, as dense chunks ``(lo, Z)``.
+
+    ``count`` is the number of instances seen before X; ``mean`` and ``M2`` (length
+    d) are their running mean and sum of squared deviations, updated in place as
+    the chunks are produced: consume every chunk, in order, before reading them.
+    ``Z`` holds rows ``lo, lo + 1, ...`` of the batch (docs/algorithms/ofs.md,
+    "Scaling"): a chunk of rows holds at most ``_SCALE_ELEMENTS`` values (or
+    one row), in one buffer that the next chunk overwrites.
+
+    Examples
+    --------
+    The first instance maps to 0 (no variance yet); the second of [0, 2] has
+    mean 1 and population variance 1, so it maps to 1:
+
+    >>> mean, M2 = np.zeros(1), np.zeros(1)
+    >>> [(lo, Z.ravel().tolist()) for lo, Z in standardised_chunks(
+    ...     np.array([[0.0], [2.0]]), sparse=False, count=0, mean=mean, M2=M2)]
+    [(0, [0.0, 1.0])]
+    >>> mean.tolist(), M2.tolist()
+    ([1.0], [2.0])
+    """
+    m, d = X.shape
+    if mean.shape != (d,) or M2.shape != (d,):
+        raise ValueError(f"mean and M2 must have the {d} entries of an instance.")
+    rows = max(1, min(m, _SCALE_ELEMENTS // max(d, 1)))
+    buffer = np.empty((rows, d))
+    for lo in range(0, m, rows):
+        hi = min(m, lo + rows)
+        if sparse:
+            chunk = np.ascontiguousarray(X[lo:hi].toarray(), dtype=np.float64)
+        else:
+            chunk = np.ascontiguousarray(X[lo:hi], dtype=np.float64)
+        Z = buffer[: hi - lo]
+        # Values near the float64 limit can overflow the running moments: the
+        # state then holds an infinity, which the engine refuses to commit.
+        _standardise(chunk, count + lo, mean, M2, Z)
+        yield lo, Z
+
+
+__all__ = ["learn_full", "learn_partial", "partial_draws", "standardised_chunks"]

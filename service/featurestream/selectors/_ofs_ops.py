@@ -29,7 +29,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 _PW_BLOCK = 128
 
 
-def _jit(f: _F) -> _F:
+def _jit(f: _F, **options: Any) -> _F:
     """``numba.njit`` with an on-disk cache, or without one where none can be written.
 
     Numba looks for a writable cache directory (next to this file, then the
@@ -38,10 +38,21 @@ def _jit(f: _F) -> _F:
     without a writable home: the kernels then compile in each process.
     """
     try:
-        compiled = njit(cache=True)(f)
+        compiled = njit(cache=True, **options)(f)
     except RuntimeError:
-        compiled = njit(cache=False)(f)
+        compiled = njit(cache=False, **options)(f)
     return cast(_F, compiled)
+
+
+def _jit_ieee(f: _F) -> _F:
+    """``_jit`` with plain IEEE division (numba's ``error_model="numpy"``).
+
+    Numba's default checks every division for a zero divisor (to raise
+    ZeroDivisionError as Python would), a branch that keeps LLVM from
+    vectorising the loop. For code whose divisors are never zero the results
+    are the same bits, several times faster.
+    """
+    return _jit(f, error_model="numpy")
 
 
 # --------------------------------------------------------------------------- sums
@@ -400,6 +411,41 @@ def _after_step(
 # rounds, which can tie |w~_j| just below the B-th largest with it (and the tie
 # then goes to the lower index); a ratio under 1 - 2^-49 (16 units in the last
 # place) cannot round to a tie while the products stay normal.
+
+
+# --------------------------------------------------------------------------- scaling
+
+
+@_jit_ieee
+def _standardise(X: Matrix, count: int, mean: Vector, M2: Vector, Z: Matrix) -> None:
+    """Z := the rows of X standardised with running statistics; mean, M2 updated in place.
+
+    docs/algorithms/ofs.md, "Scaling". Row i is instance t = count + i + 1 of the
+    stream; every feature takes Welford's update first (delta = x - mean,
+    mean += delta / t, M2 += delta (x - mean)), then maps to
+    (x - mean) / sqrt(M2 / t), or to 0 when M2 / t is 0. The rows go strictly
+    in order, one IEEE operation after another, so the result does not depend
+    on how the instances were batched. The divisors (t >= 1, and the standard
+    deviation where it is positive) are never zero; the features of one row
+    are independent, and that loop is vectorised.
+    """
+    m, d = X.shape
+    for i in range(m):
+        t = float(count + i + 1)
+        for j in range(d):
+            x = X[i, j]
+            mu = mean[j]
+            delta = x - mu
+            mu = mu + delta / t
+            m2 = M2[j] + delta * (x - mu)
+            mean[j] = mu
+            M2[j] = m2
+            var = m2 / t
+            # Selects, not branches, so that the loop vectorises.
+            positive = var > 0.0
+            sd = math.sqrt(var if positive else 1.0)
+            z = (x - mu) / sd
+            Z[i, j] = z if positive else 0.0
 
 
 # --------------------------------------------------------------------------- entry points

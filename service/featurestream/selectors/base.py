@@ -88,10 +88,17 @@ class Selector(ABC, Generic[P, S]):
         """The selector's counters (JSON-compatible values).
 
         The kind's shared counters, then the State fields named in
-        ``status_fields``; selectors with derived counters extend this.
+        ``status_fields``, then ``warnings`` when there are any; selectors
+        with derived counters extend this.
         """
         s = self.state
-        return {**self.counters(), **{k: getattr(s, k) for k in self.status_fields}}
+        return with_warnings(
+            {**self.counters(), **{k: getattr(s, k) for k in self.status_fields}}, self.warnings()
+        )
+
+    def warnings(self) -> list[dict[str, str]]:
+        """What the status warns about now: a list of ``{code, message}`` (API.md, status)."""
+        return []
 
     @classmethod
     def test_params(cls) -> list[dict[str, Any]]:
@@ -102,6 +109,13 @@ class Selector(ABC, Generic[P, S]):
     def requires_discrete(cls, params: Params) -> bool:
         """True when the data must be integer codes (discrete tests)."""
         return False
+
+
+def with_warnings(status: dict[str, JSON], warnings: list[dict[str, str]]) -> dict[str, JSON]:
+    """``status`` with its ``warnings`` last, when there are any."""
+    if warnings:
+        status["warnings"] = warnings
+    return status
 
 
 class FeatureSelector(Selector[P, S]):
@@ -289,4 +303,5 @@ __all__ = [
     "Selector",
     "StreamKind",
     "Vector",
+    "with_warnings",
 ]

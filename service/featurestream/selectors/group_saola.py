@@ -25,10 +25,11 @@ import numpy as np
 import numpy.typing as npt
 
 from featurestream.errors import InvalidInput
-from featurestream.selectors.base import JSON, FeatureSelector, Matrix, Vector
+from featurestream.selectors.base import JSON, FeatureSelector, Matrix, Vector, with_warnings
 from featurestream.selectors.decisions import Decision, Eviction, Reason, SelectedFeature
 from featurestream.selectors.params import Constraint, Params
 from featurestream.selectors.saola import SAOLAParams
+from featurestream.selectors.untestable import fisher_z_untestable, untestable_warnings
 from featurestream.stats.columns import (
     correlations,
     cross_dots,
@@ -40,20 +41,22 @@ from featurestream.stats.entropy import su_dependence, su_relevance
 from featurestream.stats.fisher_z import fisher_z_dependence, fisher_z_independent
 
 BoolVector = npt.NDArray[np.bool_]
+BoolMatrix = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True, kw_only=True)
 class GroupSAOLAParams(Params):
-    """Parameters of group-SAOLA: SAOLA's ``test``, ``alpha`` and ``delta``."""
+    """Parameters of group-SAOLA: SAOLA's ``test``, ``alpha``, ``delta`` and ``untestable``."""
 
     algorithm: ClassVar[str] = "group-SAOLA"
     constraints: ClassVar[dict[str, Constraint]] = {
-        key: SAOLAParams.constraints[key] for key in ("test", "alpha", "delta")
+        key: SAOLAParams.constraints[key] for key in ("test", "alpha", "delta", "untestable")
     }
 
     test: str = "fisher_z"
     alpha: float = 0.01
     delta: float = 0.0
+    untestable: str = "independent"
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,9 @@ class GroupSAOLAState:
         feature counters; evictions count earlier groups' features removed.
     groups_rejected : groups that arrived and were not selected (G' empty).
     groups_dropped : selected groups later emptied by evictions.
+    tests_performed, tests_untestable : tests made (relevance, then each pair
+        compared within the group and with the selected features) and how
+        many of them could not be made, as SAOLA counts them.
     """
 
     y: Vector
@@ -90,6 +96,8 @@ class GroupSAOLAState:
     features_evicted: int = 0
     groups_rejected: int = 0
     groups_dropped: int = 0
+    tests_performed: int = 0
+    tests_untestable: int = 0
 
 
 class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
@@ -163,7 +171,7 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
 
     @classmethod
     def test_params(cls) -> list[dict[str, Any]]:
-        return [{}, {"alpha": 0.05}, {"test": "su"}]
+        return [{}, {"alpha": 0.05}, {"test": "su"}, {"untestable": "dependent"}]
 
     @classmethod
     def initial_state(cls, params: GroupSAOLAParams, y: Vector) -> GroupSAOLAState:
@@ -191,14 +199,21 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
     def status(self) -> dict[str, JSON]:
         s = self.state
         groups = self.selected_groups()
-        return {
+        out: dict[str, JSON] = {
             **self.counters(),
             "groups_seen": len(s.seen_groups),
             "groups_selected": len(groups),
             "groups_rejected": s.groups_rejected,
             "groups_dropped": s.groups_dropped,
             "selected_groups": [{"name": g, "features": list(f)} for g, f in groups],
+            "tests_performed": s.tests_performed,
+            "tests_untestable": s.tests_untestable,
         }
+        return with_warnings(out, self.warnings())
+
+    def warnings(self) -> list[dict[str, str]]:
+        s = self.state
+        return untestable_warnings(self.params, s.tests_performed, s.tests_untestable)
 
     # ------------------------------------------------------------------ validation
 
@@ -260,18 +275,27 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
             rows = X
             dep_new = su_relevance(X, self._y_ref, constant)
             relevant = ~constant & (dep_new > p.delta)
+            untestable = np.zeros(len(names), dtype=bool)
         else:
             rows, _ = standardize_rows(X)
             r = correlations(rows, self._y_ref)
             dep_new = np.abs(r)
-            # A NaN r or n - 3 <= 0 is "not testable", which counts as independent.
+            # A NaN r or n - 3 <= 0 is "not testable", which counts as independent,
+            # or as dependent with untestable: "dependent" (docs/algorithms.md).
             relevant = ~constant & ~fisher_z_independent(r, n, 0, p.alpha)
+            untestable = ~constant & fisher_z_untestable(r, n)
+            if p.untestable == "dependent":
+                relevant |= untestable
+                # No state holds a NaN: a kept feature whose r is undefined has dep 0.
+                dep_new = np.where(relevant & np.isnan(dep_new), 0.0, dep_new)
 
         work = _Batch(
             names=list(s.selected),
             groups=list(s.groups),
             dep=list(s.dep.tolist()),
             ref=list(range(len(s.selected))),
+            tests=int((~constant).sum()),
+            untestable=int(untestable.sum()),
         )
         decisions: list[Decision] = []
         start = 0
@@ -309,6 +333,8 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
             **self.counted(b, work.accepted, work.evicted),
             groups_rejected=s.groups_rejected + work.groups_rejected,
             groups_dropped=s.groups_dropped + work.groups_dropped,
+            tests_performed=s.tests_performed + work.tests,
+            tests_untestable=s.tests_untestable + work.untestable,
         )
         return decisions
 
@@ -323,7 +349,7 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
     ) -> None:
         """Steps 1-4 for one group, given its relevant features (batch rows, in order)."""
         # Step 1: intra-group SAOLA, S starting empty.
-        removed_by = self._intra_group(cand, names, rows, dep_new)
+        removed_by = self._intra_group(cand, names, rows, dep_new, work)
         kept = [i for i in cand if i not in removed_by]
 
         # Step 3: inter-group, against the features of earlier selected groups.
@@ -354,7 +380,7 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
         work.accepted += len(survivors)
 
     def _intra_group(
-        self, cand: list[int], names: list[str], rows: Matrix, dep_new: Vector
+        self, cand: list[int], names: list[str], rows: Matrix, dep_new: Vector, work: _Batch
     ) -> dict[int, str]:
         """Step 1 over the relevant features of one group; returns {removed row: by name}.
 
@@ -366,21 +392,23 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
             return {}
         su = self.params.test == "su"
         # fisher_z: the whole group's pairwise matrix in one pass.
-        T = None if su else self._pairwise(rows[cand], rows[cand])
+        T, U = (None, None) if su else self._pairwise(rows[cand], rows[cand])
         pos = {i: k for k, i in enumerate(cand)}
         members: list[int] = []
         for i in cand:
             if members:
-                if T is None:
-                    t = self._pairwise_one(rows[members], rows[i])
+                if T is None or U is None:
+                    t, u = self._pairwise_one(rows[members], rows[i])
                 else:
-                    t = T[pos[i], [pos[j] for j in members]]
+                    at = [pos[j] for j in members]
+                    t, u = T[pos[i], at], U[pos[i], at]
                 dep_f = float(dep_new[i])
                 dep_g = dep_new[members]
                 bound = np.minimum(dep_f, dep_g)
                 rej = _scan(t, (dep_g >= dep_f), bound)
                 ev = _scan(t, (dep_f > dep_g), bound)
                 first = _first(rej, ev)
+                work.count_tests(u, first)
                 for k in np.flatnonzero(ev):
                     removed_by[members[k]] = i
                 if first is not None:
@@ -415,15 +443,16 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
         new = [~ref for ref in work.ref if ref < 0]
         old_cols = s.columns if len(old) == s.columns.shape[0] else s.columns[old]
         S_cols = None
-        T = None
+        T = U = None
         if su:
             S_cols = np.concatenate([old_cols, rows[new]], axis=0)
         else:
             # The group's whole pairwise matrix against the selected features, one pass.
             G_rows = rows[kept]
-            T = np.concatenate(
-                [self._pairwise(G_rows, old_cols), self._pairwise(G_rows, rows[new])], axis=1
-            )
+            T_old, U_old = self._pairwise(G_rows, old_cols)
+            T_new, U_new = self._pairwise(G_rows, rows[new])
+            T = np.concatenate([T_old, T_new], axis=1)
+            U = np.concatenate([U_old, U_new], axis=1)
         dep_S = np.array(work.dep, dtype=np.float64)
         alive = np.ones(len(work.ref), dtype=bool)
         removed: dict[int, str] = {}
@@ -432,16 +461,17 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
             if live.size == 0:
                 break
             if S_cols is not None:
-                t = self._pairwise_one(S_cols[live], rows[i])
+                t, u = self._pairwise_one(S_cols[live], rows[i])
             else:
-                assert T is not None
-                t = T[k, live]
+                assert T is not None and U is not None
+                t, u = T[k, live], U[k, live]
             dep_f = float(dep_new[i])
             dep_h = dep_S[live]
             bound = np.minimum(dep_f, dep_h)
             rej = _scan(t, dep_h > dep_f, bound)
             ev = _scan(t, dep_f >= dep_h, bound)
             first = _first(rej, ev)
+            work.count_tests(u, first)
             for j in live[ev]:
                 evictions[i].append(Eviction(work.names[j], Reason.REDUNDANT, by=names[i]))
             alive[live[ev]] = False
@@ -451,24 +481,30 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
 
     # ------------------------------------------------------------------ pairwise dep
 
-    def _pairwise(self, A: Matrix, B: Matrix) -> Matrix:
-        """t = dep(a, b) for rows of A (the arriving side) against rows of B; NaN = skip."""
+    def _pairwise(self, A: Matrix, B: Matrix) -> tuple[Matrix, BoolMatrix]:
+        """t = dep(a, b) for rows of A (the arriving side) against rows of B; NaN = skip.
+
+        Also returns the mask of the pairs whose test could not be made.
+        """
         if self.params.test == "su":
             out = np.empty((A.shape[0], B.shape[0]))
             for k, a in enumerate(A):
-                out[k] = self._pairwise_one(B, a)
-            return out
+                out[k] = self._pairwise_one(B, a)[0]
+            return out, np.zeros(out.shape, dtype=bool)
         return self._dependence(np.clip(cross_dots(A, B), -1.0, 1.0))
 
-    def _pairwise_one(self, B: Matrix, a: Vector) -> Vector:
+    def _pairwise_one(self, B: Matrix, a: Vector) -> tuple[Vector, BoolVector]:
         if self.params.test == "su":
             # SU(arriving, earlier), g skipped when t <= delta (SAOLA step 2, su).
-            return su_dependence(a, B, self.params.delta)
+            t = su_dependence(a, B, self.params.delta)
+            return t, np.zeros(t.shape, dtype=bool)
         return self._dependence(np.clip(row_dots(B, a), -1.0, 1.0))
 
-    def _dependence(self, r: Matrix) -> Matrix:
+    def _dependence(self, r: Matrix) -> tuple[Matrix, BoolMatrix]:
         # SAOLA step 2 / group-SAOLA step 3: skip pairs that are independent or untestable.
-        return fisher_z_dependence(r, self.n_instances, self.params.alpha)
+        # An untestable pair has no t to compare, with either setting of ``untestable``.
+        n = self.n_instances
+        return fisher_z_dependence(r, n, self.params.alpha), fisher_z_untestable(r, n)
 
 
 @dataclass
@@ -489,6 +525,14 @@ class _Batch:
     evicted: int = 0
     groups_rejected: int = 0
     groups_dropped: int = 0
+    tests: int = 0
+    untestable: int = 0
+
+    def count_tests(self, untestable: BoolVector, first: int | None) -> None:
+        """Count the pairwise tests of one scan: up to the first rejecting member, or all."""
+        examined = untestable.shape[0] if first is None else first + 1
+        self.tests += examined
+        self.untestable += int(untestable[:examined].sum())
 
     def keep(self, alive: BoolVector) -> None:
         """Remove the evicted features; a group left empty is dropped (step 3)."""

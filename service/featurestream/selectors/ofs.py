@@ -17,7 +17,7 @@ Engineering 26(3), 2014.
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -36,7 +36,10 @@ Index = np.ndarray[Any, np.dtype[np.intp]]
 class OFSParams(Params):
     """Parameters of OFS (named as in docs/algorithms.md, "OFS").
 
-    ``num_features`` has no default: it is required.
+    ``num_features`` has no default: it is required. ``scale`` is ``standard``
+    (the default: each instance standardised with running statistics first)
+    or ``none`` (the published OFS). Streams stored before ``scale`` existed
+    learnt from the values as sent, so they read back as ``none``.
     """
 
     algorithm: ClassVar[str] = "OFS"
@@ -49,7 +52,9 @@ class OFSParams(Params):
         "mode": StrOptions(("full", "partial")),
         "epsilon": Interval(float, 0.0, 1.0, "right"),
         "seed": Interval(int, 0, None, "left"),
+        "scale": StrOptions(("standard", "none")),
     }
+    legacy: ClassVar[dict[str, Any]] = {"scale": "none"}
 
     num_features: int
     eta: float = 0.2
@@ -59,6 +64,7 @@ class OFSParams(Params):
     mode: str = "full"
     epsilon: float = 0.2
     seed: int = 0
+    scale: str = "standard"
 
 
 @dataclass(frozen=True)
@@ -69,14 +75,20 @@ class OFSState:
     ----------
     feature_names : the d feature names, in column order.
     w : the weight vector (d,), at most ``num_features`` non-zeros.
-    instances_seen : instances learned so far (also the OFS-P draw counter).
+    instances_seen : instances learned so far (also the OFS-P draw counter, and
+        the count of the running statistics).
     mistakes : instances whose prediction sign(w . x) disagreed with y.
+    scale_mean, scale_M2 : the running mean and sum of squared deviations of
+        every feature, (d,), with ``scale: "standard"``; empty otherwise (and in
+        states stored before scaling existed).
     """
 
     feature_names: tuple[str, ...]
     w: Vector
     instances_seen: int = 0
     mistakes: int = 0
+    scale_mean: Vector = field(default_factory=lambda: np.zeros(0))
+    scale_M2: Vector = field(default_factory=lambda: np.zeros(0))
 
 
 def truncate(v: Vector, B: int) -> None:
@@ -144,10 +156,19 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
         ``num_features`` (the budget B, required), ``eta`` (step size),
         ``lam`` (the weights stay in the ball of radius 1/sqrt(lam)),
         ``margin``, ``decay``, ``mode`` (full or partial), ``epsilon`` and
-        ``seed`` (partial mode).
+        ``seed`` (partial mode), ``scale`` (standard or none).
 
     Notes
     -----
+    * With ``scale: "standard"`` (the default) each instance is standardised
+      before steps 1-2 with the running mean and population variance of every
+      feature over the instances seen so far, itself included (Welford's
+      update; a feature of variance 0 maps to 0). The prediction, the step and
+      the weights are then in standard units, so a feature measured in
+      thousands does not outweigh one measured in fractions. A standardised
+      sparse instance is dense: high-dimensional sparse streams use
+      ``scale: "none"``, the published OFS, which learns from the values as
+      sent.
     * sign(0) is +1: the prediction is +1 when w . x >= 0, and a mistake is
       counted when it differs from y (so the first instance of a fresh stream,
       with w = 0, is a mistake exactly when its label is -1).
@@ -170,7 +191,8 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
 
     Examples
     --------
-    Three features, budget B = 2, eta = 0.5. First (x, y) = ([1, 0, 2], 1):
+    Three features, budget B = 2, eta = 0.5, the values as sent
+    (``scale="none"``). First (x, y) = ([1, 0, 2], 1):
     w = 0 predicts +1 (correct), the margin 0 <= 1 triggers the step
     w = 0.5 x = [0.5, 0, 1] (norm 1.118 < 1/sqrt(0.01) = 10, no projection).
     Second ([0, 3, -1], 0 -> -1): w . x = -1 predicts -1 (correct); the margin
@@ -178,7 +200,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
     truncation to 2 entries drops 0.5. The tie |-1.5| = |1.5| orders by index.
 
     >>> import numpy as np
-    >>> sel = OFS.start(OFSParams(num_features=2, eta=0.5), ["a", "b", "c"])
+    >>> sel = OFS.start(OFSParams(num_features=2, eta=0.5, scale="none"), ["a", "b", "c"])
     >>> u = sel.learn_instances([[1.0, 0.0, 2.0], [0.0, 3.0, -1.0]], [1, 0])
     >>> u.predictions, u.mistakes
     ((1, -1), 0)
@@ -186,6 +208,15 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
     array([ 0. , -1.5,  1.5])
     >>> [(f.name, f.score) for f in sel.selected_features()]
     [('b', -1.5), ('c', 1.5)]
+
+    With the default ``scale="standard"`` the first instance maps to 0 (no
+    variance yet), and the second of a feature that took the values 1 and 3
+    maps to (3 - 2) / 1 = 1:
+
+    >>> sel = OFS.start(OFSParams(num_features=1), ["a"])
+    >>> u = sel.learn_instances([[1.0], [3.0]], [1, 1])
+    >>> sel.state.w, sel.state.scale_mean, sel.state.scale_M2
+    (array([0.2]), array([2.]), array([2.]))
 
     References
     ----------
@@ -203,14 +234,22 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
     def test_params(cls) -> list[dict[str, Any]]:
         return [
             {"num_features": 2},
-            {"num_features": 1, "eta": 0.5, "lam": 1.0},
+            {"num_features": 1, "eta": 0.5, "lam": 1.0, "scale": "none"},
             {"num_features": 2, "margin": 0.0, "decay": 0.002},
             {"num_features": 2, "mode": "partial", "epsilon": 0.5, "seed": 7},
+            {"num_features": 2, "mode": "partial", "epsilon": 0.5, "scale": "none"},
         ]
 
     @classmethod
     def initial_state(cls, params: OFSParams, feature_names: tuple[str, ...]) -> OFSState:
-        return OFSState(feature_names=feature_names, w=np.zeros(len(feature_names)))
+        d = len(feature_names)
+        scaled = params.scale == "standard"
+        return OFSState(
+            feature_names=feature_names,
+            w=np.zeros(d),
+            scale_mean=np.zeros(d if scaled else 0),
+            scale_M2=np.zeros(d if scaled else 0),
+        )
 
     # ------------------------------------------------------------------ queries
 
@@ -232,6 +271,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
             **super().status(),
             "nonzero_weights": int(np.count_nonzero(self.state.w)),
             "mode": self.params.mode,
+            "scale": self.params.scale,
         }
 
     # ------------------------------------------------------------------ learning
@@ -250,17 +290,24 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
         # The per-instance loop is compiled (_ofs_kernel): each update needs the
         # previous w, so there is nothing to vectorise across instances.
         sparse = is_sparse(X)
-        B = p.num_features
-        if p.mode == "partial":
-            preds, mistakes = _ofs_kernel.learn_partial(
-                w, X, labels, sparse=sparse, B=B, eta=p.eta, lam=p.lam, margin=p.margin,
-                decay=p.decay, epsilon=p.epsilon, seed=p.seed, t0=s.instances_seen,
-            )  # fmt: skip
+        mean, M2 = s.scale_mean, s.scale_M2
+        if p.scale == "standard":
+            # Standardised first (docs/algorithms/ofs.md, "Scaling"), a bounded chunk of
+            # rows at a time; the statistics are private copies, updated row by row.
+            mean, M2 = mean.copy(), M2.copy()
+            parts: list[npt.NDArray[np.int64]] = []
+            mistakes = 0
+            chunks = _ofs_kernel.standardised_chunks(
+                X, sparse=sparse, count=s.instances_seen, mean=mean, M2=M2
+            )
+            for lo, Z in chunks:
+                hi = lo + Z.shape[0]
+                part, k = self._kernel(w, Z, labels[lo:hi], sparse=False, t0=s.instances_seen + lo)
+                parts.append(part)
+                mistakes += k
+            preds = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         else:
-            preds, mistakes = _ofs_kernel.learn_full(
-                w, X, labels, sparse=sparse, B=B, eta=p.eta, lam=p.lam, margin=p.margin,
-                decay=p.decay,
-            )  # fmt: skip
+            preds, mistakes = self._kernel(w, X, labels, sparse=sparse, t0=s.instances_seen)
         m = X.shape[0]
         after = _selected_order(w)
         self.state = replace(
@@ -268,6 +315,8 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
             w=w,
             instances_seen=s.instances_seen + m,
             mistakes=s.mistakes + mistakes,
+            scale_mean=mean,
+            scale_M2=M2,
         )
         return InstanceUpdate(
             instances=m,
@@ -276,6 +325,24 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
             mistakes=mistakes,
             selection_changed=not np.array_equal(before, after),
         )
+
+    def _kernel(
+        self, w: Vector, X: Any, labels: Vector, *, sparse: bool, t0: int
+    ) -> tuple[npt.NDArray[np.int64], int]:
+        """Steps 1-2 over the rows of X (instances t0, t0 + 1, ...), w updated in place."""
+        from featurestream.selectors import _ofs_kernel
+
+        p = self.params
+        B = p.num_features
+        if p.mode == "partial":
+            return _ofs_kernel.learn_partial(
+                w, X, labels, sparse=sparse, B=B, eta=p.eta, lam=p.lam, margin=p.margin,
+                decay=p.decay, epsilon=p.epsilon, seed=p.seed, t0=t0,
+            )  # fmt: skip
+        return _ofs_kernel.learn_full(
+            w, X, labels, sparse=sparse, B=B, eta=p.eta, lam=p.lam, margin=p.margin,
+            decay=p.decay,
+        )  # fmt: skip
 
 
 def _selected_order(w: Vector) -> np.ndarray[Any, np.dtype[np.intp]]:

@@ -31,6 +31,7 @@ streaming feature selection, Knowledge-Based Systems 113, 2016).
 from __future__ import annotations
 
 import itertools
+import math
 from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -42,10 +43,21 @@ import numpy.typing as npt
 from featurestream.selectors.base import FeatureSelector, Matrix, Vector
 from featurestream.selectors.decisions import Decision, Eviction, Reason
 from featurestream.selectors.params import Interval, Params, StrOptions
+from featurestream.selectors.untestable import UNTESTABLE, untestable_warnings
 from featurestream.stats.columns import is_constant_rows, row_dots, standardize_rows
-from featurestream.stats.discrete import Method, ci_test_codes
+from featurestream.stats.discrete import (
+    MIN_ROWS_PER_DF,
+    DiscreteResult,
+    Method,
+    ci_test_codes,
+    degrees_of_freedom,
+)
 from featurestream.stats.finite import require_finite
-from featurestream.stats.fisher_z import fisher_z_from_correlation, fisher_z_independent
+from featurestream.stats.fisher_z import (
+    FisherZResult,
+    fisher_z_from_correlation,
+    fisher_z_independent,
+)
 
 IntArray = npt.NDArray[np.int64]
 
@@ -60,6 +72,10 @@ class OSFSParams(Params):
     is found redundant and the selector keeps every relevant feature (a pure
     relevance filter). That is the natural end of the range "largest
     conditioning-set size"; a negative size has no meaning.
+
+    ``untestable`` says what a test that cannot be made counts as
+    (docs/algorithms.md, "Untestable tests"): ``independent`` (the reference
+    rule) or ``dependent``.
     """
 
     algorithm: ClassVar[str] = "OSFS"
@@ -69,11 +85,13 @@ class OSFSParams(Params):
         # Each search may try sum_k C(|B|, k) sets: an unbounded size is a way to
         # stall the server, and LOFS's default is 3.
         "max_k": Interval(int, 0, 10, "both"),
+        "untestable": UNTESTABLE,
     }
 
     test: str = "fisher_z"
     alpha: float = 0.01
     max_k: int = 3
+    untestable: str = "independent"
 
 
 def _empty_codes() -> IntArray:
@@ -98,6 +116,8 @@ class OSFSState:
     tests_performed : number of conditional-independence tests run so far: one
         relevance test per non-constant arrival plus every test ci_search ran
         (a test that turned out not testable counts too).
+    tests_untestable : how many of those could not be made (docs/algorithms.md,
+        "Untestable tests").
     """
 
     y: Vector
@@ -111,6 +131,7 @@ class OSFSState:
     features_rejected: int = 0
     features_evicted: int = 0
     tests_performed: int = 0
+    tests_untestable: int = 0
 
 
 class _BCF:
@@ -131,6 +152,7 @@ class _BCF:
         self.levels: list[int] = [int(L) for L in state.levels]
         self.C: Matrix = state.corr
         self.tests = 0
+        self.untestable = 0
 
     def __len__(self) -> int:
         return len(self.names)
@@ -166,14 +188,17 @@ class _BCF:
             self.C = np.delete(np.delete(self.C, pos + 1, axis=0), pos + 1, axis=1)
 
     def independent(self, x: int, Z: Sequence[int]) -> bool:
-        """test(x, y | Z) says independent or is not testable (positions in BCF)."""
+        """test(x, y | Z) says independent (positions in BCF).
+
+        A test that cannot be made is counted, and says what ``untestable`` says.
+        """
         self.tests += 1
         sel = self.sel
         p = sel.params
         if sel.discrete:
             method: Method = "g2" if p.test == "g2" else "chi2"
             levels = [self.levels[x], sel._y_levels, *(self.levels[z] for z in Z)]
-            res = ci_test_codes(
+            res: DiscreteResult | FisherZResult = ci_test_codes(
                 self.rows[x],
                 sel._y_ref_codes,
                 [self.rows[z] for z in Z],
@@ -181,9 +206,13 @@ class _BCF:
                 method=method,
                 alpha=p.alpha,
             )
-            return res.independent
-        S = [z + 1 for z in Z]
-        return fisher_z_from_correlation(self.C, x + 1, 0, S, sel.n_instances, p.alpha).independent
+        else:
+            S = [z + 1 for z in Z]
+            res = fisher_z_from_correlation(self.C, x + 1, 0, S, sel.n_instances, p.alpha)
+        if not res.testable:
+            self.untestable += 1
+            return p.untestable == "independent"
+        return res.independent
 
     def ci_search(self, x: int, B: Sequence[int], must_contain: int | None = None) -> bool:
         """True ("independent") at the first separating Z.
@@ -197,16 +226,52 @@ class _BCF:
         top = min(self.sel.params.max_k, len(B))
         if must_contain is None:
             for k in range(1, top + 1):
+                if self._untestable_from(x, B, k, None):
+                    self._skip_untestable(len(B), k, top)
+                    return False
                 for Z in itertools.combinations(B, k):
                     if self.independent(x, Z):
                         return True
             return False
         others = [b for b in B if b != must_contain]
         for k in range(1, top + 1):
+            if self._untestable_from(x, others, k, must_contain):
+                self._skip_untestable(len(others), k - 1, top - 1)
+                return False
             for head in itertools.combinations(others, k - 1):
                 if self.independent(x, (*head, must_contain)):
                     return True
         return False
+
+    def _untestable_from(
+        self, x: int, pool: Sequence[int], k: int, must_contain: int | None
+    ) -> bool:
+        """With ``untestable: "dependent"``: True when no set of size k or more can be tested.
+
+        Then every remaining set of the search says "dependent", so the search
+        ends without running them (``_skip_untestable`` counts them). The size
+        rule is monotone: n - |Z| - 3 (Fisher z) only falls as Z grows, and
+        df (G2, chi-square) only grows, so the smallest df of a size, that of
+        its k members with the fewest levels, decides for every larger size.
+        """
+        sel = self.sel
+        if sel.params.untestable != "dependent":
+            return False
+        n = sel.n_instances
+        if not sel.discrete:
+            return n - k - 3 <= 0
+        if must_contain is None:
+            fewest = sorted(self.levels[b] for b in pool)[:k]
+        else:
+            fewest = [self.levels[must_contain], *sorted(self.levels[b] for b in pool)[: k - 1]]
+        df = degrees_of_freedom(self.levels[x], sel._y_levels, fewest)
+        return n < MIN_ROWS_PER_DF * df
+
+    def _skip_untestable(self, pool: int, lo: int, hi: int) -> None:
+        """Count the sets of sizes lo..hi drawn from ``pool`` members as untestable tests."""
+        count = sum(math.comb(pool, j) for j in range(lo, hi + 1))
+        self.tests += count
+        self.untestable += count
 
 
 class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
@@ -214,7 +279,7 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
 
     params_type: ClassVar[type[Params]] = OSFSParams
     state_type: ClassVar[type[Any]] = OSFSState
-    status_fields: ClassVar[tuple[str, ...]] = ("tests_performed",)
+    status_fields: ClassVar[tuple[str, ...]] = ("tests_performed", "tests_untestable")
 
     def __init__(self, params: OSFSParams, state: OSFSState) -> None:
         super().__init__(params, state)
@@ -242,6 +307,8 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
             {"max_k": 0},
             {"test": "g2"},
             {"test": "chi2", "alpha": 0.05, "max_k": 2},
+            {"test": "g2", "untestable": "dependent"},
+            {"untestable": "dependent", "max_k": 2},
         ]
 
     @classmethod
@@ -264,11 +331,12 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
 
     def _relevance(
         self, X: Matrix, constant: npt.NDArray[np.bool_]
-    ) -> tuple[npt.NDArray[Any], IntArray, Vector, npt.NDArray[np.bool_]]:
+    ) -> tuple[npt.NDArray[Any], IntArray, Vector, npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
         """Step 1 for the whole batch, constant columns excluded.
 
         Returns the rows BCF would keep (standardised columns or codes), their
-        levels (discrete tests), dep (NaN where not testable) and the relevant mask.
+        levels (discrete tests), dep (NaN where not testable), the relevant
+        mask and the mask of the tests that could not be made.
         """
         p = self.params
         n = self.n_instances
@@ -277,6 +345,7 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
             levels = codes.max(axis=1) + 1
             dep = np.full(X.shape[0], np.nan)
             relevant = np.zeros(X.shape[0], dtype=bool)
+            untestable = np.zeros(X.shape[0], dtype=bool)
             method: Method = "g2" if p.test == "g2" else "chi2"
             for i in np.flatnonzero(~constant):
                 res = ci_test_codes(
@@ -289,7 +358,8 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
                 )
                 dep[i] = res.dep
                 relevant[i] = not res.independent
-            return codes, levels, dep, relevant
+                untestable[i] = not res.testable
+            return codes, levels, dep, self._untestable_relevant(relevant, untestable), untestable
         rows, _ = standardize_rows(X)
         # r = C[f,y] / sqrt(C[f,f] C[y,y]): the arithmetic of partial_correlation with
         # S empty, on the same Gram entries the state keeps, vectorised over the batch.
@@ -303,16 +373,27 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
         testable = (denom > 0.0) & (n - 3 > 0)
         r = np.where(testable, r, np.nan)
         relevant = ~constant & ~fisher_z_independent(r, n, 0, p.alpha)
-        return rows, np.zeros(X.shape[0], dtype=np.int64), np.abs(r), relevant
+        untestable = ~constant & ~testable
+        relevant = self._untestable_relevant(relevant, untestable)
+        return rows, np.zeros(X.shape[0], dtype=np.int64), np.abs(r), relevant, untestable
+
+    def _untestable_relevant(
+        self, relevant: npt.NDArray[np.bool_], untestable: npt.NDArray[np.bool_]
+    ) -> npt.NDArray[np.bool_]:
+        """With ``untestable: "dependent"`` a relevance test that cannot be made keeps f."""
+        if self.params.untestable == "dependent":
+            return relevant | untestable
+        return relevant
 
     def _learn_batch(
         self, names: list[str], X: Matrix, groups: Sequence[str | None] | None
     ) -> list[Decision]:
         s = self.state
         constant = is_constant_rows(X)
-        rows, levels, dep_new, relevant = self._relevance(X, constant)
+        rows, levels, dep_new, relevant, untestable = self._relevance(X, constant)
         bcf = _BCF(self, s)
         bcf.tests = int((~constant).sum())
+        bcf.untestable = int(untestable.sum())
         decisions: list[Decision] = []
         accepted_total = 0
         evicted_total = 0
@@ -326,7 +407,11 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
             if not relevant[i]:
                 decisions.append(Decision(name, False, Reason.IRRELEVANT, score=score))
                 continue
-            kept, evicted = self._redundancy(bcf, ~i, name, dep_f, rows[i], int(levels[i]))
+            # A feature kept on a relevance test that could not be made has no dep:
+            # its score is null and the state keeps 0 (states hold finite numbers).
+            kept, evicted = self._redundancy(
+                bcf, ~i, name, dep_f if score is not None else 0.0, rows[i], int(levels[i])
+            )
             evictions = tuple(Eviction(g, Reason.REDUNDANT, by=name) for g in evicted)
             evicted_total += len(evictions)
             if kept:
@@ -350,8 +435,13 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
             corr=np.ascontiguousarray(bcf.C) if not self.discrete else s.corr,
             **self.counted(b, accepted_total, evicted_total),
             tests_performed=s.tests_performed + bcf.tests,
+            tests_untestable=s.tests_untestable + bcf.untestable,
         )
         return decisions
+
+    def warnings(self) -> list[dict[str, str]]:
+        s = self.state
+        return untestable_warnings(self.params, s.tests_performed, s.tests_untestable)
 
     @abstractmethod
     def _redundancy(

@@ -188,6 +188,10 @@ class Params:
 
     constraints: ClassVar[Mapping[str, Constraint]] = {}
     algorithm: ClassVar[str] = "selector"
+    # Parameters added after streams were already stored, with the value those
+    # streams ran with: ``from_stored`` gives it to a stored mapping without the
+    # key, so an older stream keeps its behaviour (new streams get the default).
+    legacy: ClassVar[Mapping[str, Any]] = {}
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -247,6 +251,21 @@ class Params:
                 parameter=name,
             )
         return cls(**values)
+
+    @classmethod
+    def from_stored(cls, values: Mapping[str, Any] | None) -> Self:
+        """Parameters as stored with a stream's state, by any earlier version.
+
+        A parameter the stored mapping lacks takes its ``legacy`` value (the
+        behaviour the stream had), else its default.
+        """
+        return cls.from_mapping(cls.with_legacy(values))
+
+    @classmethod
+    def with_legacy(cls, values: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``values`` with the ``legacy`` value of every parameter it lacks."""
+        stored = dict(values or {})
+        return {**{k: v for k, v in cls.legacy.items() if k not in stored}, **stored}
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

@@ -19,10 +19,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
+import numpy.typing as npt
 
 from featurestream.selectors.base import FeatureSelector, Matrix, Vector
 from featurestream.selectors.decisions import Decision, Eviction, Reason
 from featurestream.selectors.params import Interval, NoneOr, Params, StrOptions
+from featurestream.selectors.untestable import (
+    UNTESTABLE,
+    fisher_z_untestable,
+    untestable_warnings,
+)
 from featurestream.stats.entropy import su_dependence, su_relevance
 from featurestream.stats.fisher_z import fisher_z_dependence, fisher_z_independent
 from featurestream.stats.sparse import Columns, IntVector, unit_vector
@@ -30,7 +36,13 @@ from featurestream.stats.sparse import Columns, IntVector, unit_vector
 
 @dataclass(frozen=True, kw_only=True)
 class SAOLAParams(Params):
-    """Parameters of SAOLA (named as in docs/algorithms.md, "SAOLA")."""
+    """Parameters of SAOLA (named as in docs/algorithms.md, "SAOLA").
+
+    ``untestable`` (docs/algorithms.md, "Untestable tests"): with
+    ``dependent`` a relevance test that cannot be made keeps the feature. A
+    pairwise test that cannot be made has no t to compare, so it never rejects
+    nor evicts anything, whatever this says.
+    """
 
     algorithm: ClassVar[str] = "SAOLA"
     constraints: ClassVar[dict[str, Any]] = {
@@ -39,6 +51,7 @@ class SAOLAParams(Params):
         "delta": Interval(float, 0.0, 1.0, "left"),
         "bound": StrOptions(("saola", "max")),
         "max_features": NoneOr(Interval(int, 1, None, "left")),
+        "untestable": UNTESTABLE,
     }
 
     test: str = "fisher_z"
@@ -46,6 +59,7 @@ class SAOLAParams(Params):
     delta: float = 0.0
     bound: str = "saola"
     max_features: int | None = None
+    untestable: str = "independent"
 
 
 @dataclass(frozen=True)
@@ -61,6 +75,9 @@ class SAOLAState:
         order) as sorted non-zeros (``stats/sparse.py``); their standardised
         forms are a cache rebuilt from these.
     features_seen, features_accepted, features_rejected, features_evicted : counters.
+    tests_performed : tests made: one relevance test per non-constant arrival,
+        plus one per member of S that a relevant arrival was compared with.
+    tests_untestable : how many of them could not be made (Fisher z: n <= 3).
     """
 
     y: Vector
@@ -73,6 +90,8 @@ class SAOLAState:
     features_accepted: int = 0
     features_rejected: int = 0
     features_evicted: int = 0
+    tests_performed: int = 0
+    tests_untestable: int = 0
 
     def members(self) -> Columns:
         return Columns(int(self.y.shape[0]), self.s_indptr, self.s_indices, self.s_data)
@@ -117,6 +136,7 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
     name: ClassVar[str] = "saola"
     params_type: ClassVar[type[Params]] = SAOLAParams
     state_type: ClassVar[type[Any]] = SAOLAState
+    status_fields: ClassVar[tuple[str, ...]] = ("tests_performed", "tests_untestable")
 
     accepts_sparse: ClassVar[bool] = True
 
@@ -146,6 +166,7 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
             {"bound": "max", "alpha": 0.05},
             {"max_features": 2, "alpha": 0.2},
             {"test": "su"},
+            {"untestable": "dependent", "bound": "max"},
         ]
 
     @classmethod
@@ -168,10 +189,18 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
             dense = cols.to_dense()
             dep_new = su_relevance(dense, self._y_ref, constant)
             relevant = ~constant & (dep_new > p.delta)
+            untestable = np.zeros(len(names), dtype=bool)
         else:
             r = cols.correlations(self._y_ref[None, :], np.array([self._y_sum]), mean, norm)[0]
             dep_new = np.abs(r)
             relevant = ~constant & ~fisher_z_independent(r, n, 0, p.alpha)
+            untestable = ~constant & fisher_z_untestable(r, n)
+            if p.untestable == "dependent":
+                relevant |= untestable
+                # No state holds a NaN: a kept feature whose r is undefined has dep 0.
+                dep_new = np.where(relevant & np.isnan(dep_new), 0.0, dep_new)
+        tests = int((~constant).sum())
+        untested = int(untestable.sum())
 
         # Pairwise dependence of the relevant new columns with S as it stands now,
         # in one vectorised pass; pairs with batch-mates are computed on demand.
@@ -179,13 +208,12 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
         cand_pos = {int(i): k for k, i in enumerate(cand)}
         if p.test == "su":
             t_old = self._su_pairs(dense[cand], self._S_rows)
+            u_old = np.zeros(t_old.shape, dtype=bool)
         else:
             cc = cols.take(cand)
-            t_old = fisher_z_dependence(
-                cc.correlations(self._S_rows, self._S_sums, mean[cand], norm[cand]).T,
-                n,
-                p.alpha,
-            )
+            r_old = cc.correlations(self._S_rows, self._S_sums, mean[cand], norm[cand]).T
+            t_old = fisher_z_dependence(r_old, n, p.alpha)
+            u_old = fisher_z_untestable(r_old, n)
 
         # Current S as parallel lists; refs are old members (>= 0) or new columns (~i).
         cur_names = list(s.selected)
@@ -206,16 +234,23 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
                 continue
             # t for every g in S, in S's order.
             t = np.empty(len(cur_ref))
+            u = np.zeros(len(cur_ref), dtype=bool)  # the pairs that could not be tested
             old_mask = np.array([ref >= 0 for ref in cur_ref], dtype=bool)
             if old_mask.any():
-                t[old_mask] = t_old[cand_pos[i], [ref for ref in cur_ref if ref >= 0]]
+                old_at = [ref for ref in cur_ref if ref >= 0]
+                t[old_mask] = t_old[cand_pos[i], old_at]
+                u[old_mask] = u_old[cand_pos[i], old_at]
             if (~old_mask).any():
                 mates = np.array([new_rows[~ref] for ref in cur_ref if ref < 0])
-                t[~old_mask] = self._pairs_with_mates(
+                t[~old_mask], u[~old_mask] = self._pairs_with_mates(
                     cols, i, mean, norm, mates, dense_row=(dense[i] if p.test == "su" else None)
                 )
             dep_g = np.array(cur_dep)
             first_rejecting, evict = self._compare(dep_f, dep_g, t)
+            # Step 2 compares f with the members in order up to the first that rejects it.
+            examined = len(cur_ref) if first_rejecting is None else first_rejecting + 1
+            tests += examined
+            untested += int(u[:examined].sum())
             by = None if first_rejecting is None else cur_names[first_rejecting]
             evictions = tuple(
                 Eviction(cur_names[k], Reason.REDUNDANT, by=name) for k in np.flatnonzero(evict)
@@ -279,8 +314,14 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
             s_indices=members.indices,
             s_data=members.data,
             **self.counted(b, accepted_total, evicted_total),
+            tests_performed=s.tests_performed + tests,
+            tests_untestable=s.tests_untestable + untested,
         )
         return decisions
+
+    def warnings(self) -> list[dict[str, str]]:
+        s = self.state
+        return untestable_warnings(self.params, s.tests_performed, s.tests_untestable)
 
     def _su_pairs(self, A: Matrix, B: Matrix) -> Matrix:
         """SU of rows of A against rows of B; NaN where t <= delta (g is skipped)."""
@@ -297,14 +338,19 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
         norm: Vector,
         mates: Matrix,
         dense_row: Vector | None,
-    ) -> Vector:
-        """t of new column i against accepted batch-mates (their reference rows)."""
+    ) -> tuple[Vector, npt.NDArray[np.bool_]]:
+        """t of new column i against accepted batch-mates (their reference rows).
+
+        Also returns the mask of the pairs whose test could not be made.
+        """
         if dense_row is not None:
-            return su_dependence(dense_row, mates, self.params.delta)
+            t = su_dependence(dense_row, mates, self.params.delta)
+            return t, np.zeros(t.shape, dtype=bool)
         one = cols.take([i])
         r = one.correlations(mates, mates.sum(axis=1), mean[i : i + 1], norm[i : i + 1])[:, 0]
         # Step 2: g is skipped when fisher_z(f, g | {}) is independent or untestable.
-        return fisher_z_dependence(r, self.n_instances, self.params.alpha)
+        n = self.n_instances
+        return fisher_z_dependence(r, n, self.params.alpha), fisher_z_untestable(r, n)
 
     def _compare(
         self, dep_f: float, dep_g: Vector, t: Vector

@@ -266,7 +266,12 @@ def test_group_saola_params() -> None:
     assert err.value.parameter == "bound"
     with pytest.raises(InvalidParameter):
         GroupSAOLAParams(test="g2")
-    assert GroupSAOLAParams().to_dict() == {"test": "fisher_z", "alpha": 0.01, "delta": 0.0}
+    assert GroupSAOLAParams().to_dict() == {
+        "test": "fisher_z",
+        "alpha": 0.01,
+        "delta": 0.0,
+        "untestable": "independent",
+    }
     assert GroupSAOLA.uses_groups is True
     assert GroupSAOLA.requires_discrete(GroupSAOLAParams(test="su"))
     assert not GroupSAOLA.requires_discrete(GroupSAOLAParams())

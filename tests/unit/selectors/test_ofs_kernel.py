@@ -4,6 +4,8 @@
 instance, sums by ``np.add.reduce`` over the support). The kernel must give
 the same predictions, mistakes and weights bit for bit, dense and sparse, with
 and without truncation, in both modes and for the decay and margin variants.
+With ``scale: "standard"`` the numpy loop learns from the instances as
+``_numpy_standardise`` (Welford's update, one numpy row at a time) maps them.
 """
 
 from __future__ import annotations
@@ -106,18 +108,38 @@ def _numpy_learn(
     return w, preds, mistakes
 
 
+def _numpy_standardise(
+    X: np.ndarray, count: int, mean: np.ndarray, M2: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """docs/algorithms/ofs.md, "Scaling", with numpy row operations: (Z, mean, M2) after X."""
+    Z = np.empty(X.shape)
+    for i, x in enumerate(X):
+        t = float(count + i + 1)
+        delta = x - mean
+        mean = mean + delta / t
+        M2 = M2 + delta * (x - mean)
+        var = M2 / t
+        positive = var > 0.0
+        Z[i] = np.where(positive, (x - mean) / np.sqrt(np.where(positive, var, 1.0)), 0.0)
+    return Z, mean, M2
+
+
 def _check(params: dict[str, Any], X: np.ndarray, y: np.ndarray, frames: int = 1) -> OFS:
     """Learn X in ``frames`` frames, dense and sparse; assert both equal the numpy loop."""
-    p = OFSParams.from_mapping(params)
+    p = OFSParams.from_mapping({"scale": "none", **params})
     m, d = X.shape
     names = [f"x{i}" for i in range(d)]
     dense = OFS.start(p, names)
     sparse = OFS.start(p, names)
     w_ref = np.zeros(d)
+    mean, M2 = np.zeros(d), np.zeros(d)
     bounds = np.linspace(0, m, frames + 1).astype(int)
     for a, b in itertools.pairwise(bounds.tolist()):
         Xf, yf = X[a:b], y[a:b]
-        w_ref, preds, mistakes = _numpy_learn(p, w_ref, Xf, yf, a)
+        Zf = Xf
+        if p.scale == "standard":
+            Zf, mean, M2 = _numpy_standardise(Xf, a, mean, M2)
+        w_ref, preds, mistakes = _numpy_learn(p, w_ref, Zf, yf, a)
         for sel, Xin in ((dense, Xf), (sparse, sp.csr_matrix(Xf))):
             u = sel.learn_instances(Xin, yf)
             assert u.predictions == tuple(preds.tolist())
@@ -127,6 +149,9 @@ def _check(params: dict[str, Any], X: np.ndarray, y: np.ndarray, frames: int = 1
             # to +0.0 and leaves every other value alone).
             assert sel.state.w.tobytes() == (w_ref + 0.0).tobytes()
             assert not np.signbit(sel.state.w[sel.state.w == 0.0]).any()
+            if p.scale == "standard":
+                assert sel.state.scale_mean.tobytes() == mean.tobytes()
+                assert sel.state.scale_M2.tobytes() == M2.tobytes()
     return dense
 
 
@@ -142,6 +167,8 @@ VARIANTS = [
     {"margin": 0.0, "decay": 0.002},
     {"decay": 0.05, "lam": 1.0},
     {"eta": 1.0, "lam": 100.0},
+    {"scale": "standard"},
+    {"scale": "standard", "margin": 0.0, "decay": 0.002},
 ]
 
 
@@ -154,7 +181,14 @@ def test_kernel_matches_numpy_loop(
 ) -> None:
     rng = np.random.default_rng(d + B + int(100 * density))
     X, y = _stream(rng, 150, d, density)
-    params = {"num_features": B, "mode": mode, "epsilon": 0.3, "seed": 4, **variant}
+    params = {
+        "num_features": B,
+        "mode": mode,
+        "epsilon": 0.3,
+        "seed": 4,
+        "scale": "none",
+        **variant,
+    }
     sel = _check(params, X, y, frames=3)
     assert 0 < np.count_nonzero(sel.state.w) <= B
 
@@ -165,6 +199,32 @@ def test_kernel_partial_draws_chunked_batch_matches(monkeypatch: pytest.MonkeyPa
     rng = np.random.default_rng(3)
     X, y = _stream(rng, 60, 30, 0.5)
     _check({"num_features": 5, "mode": "partial", "epsilon": 0.5, "seed": 2}, X, y)
+
+
+@pytest.mark.parametrize("mode", ["full", "partial"])
+def test_kernel_standardised_chunks_match(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    # A batch larger than one chunk of standardised rows: chunking changes nothing.
+    monkeypatch.setattr(_ofs_kernel, "_SCALE_ELEMENTS", 70)  # 2 rows of 30 features
+    rng = np.random.default_rng(4)
+    X, y = _stream(rng, 61, 30, 0.5)
+    params = {"num_features": 5, "mode": mode, "epsilon": 0.5, "seed": 2, "scale": "standard"}
+    _check(params, X, y, frames=2)
+
+
+def test_kernel_standardises_with_welford() -> None:
+    # Worked by hand: a feature that takes 1, 3, 3 has means 1, 2, 7/3 and
+    # population variances 0, 1, 8/9, so it maps to 0, 1, (3 - 7/3) / sqrt(8/9);
+    # a constant feature has variance 0 and maps to 0.
+    X = np.array([[1.0, 5.0], [3.0, 5.0], [3.0, 5.0]])
+    mean, M2 = np.zeros(2), np.zeros(2)
+    (lo, Z), *rest = list(
+        _ofs_kernel.standardised_chunks(X, sparse=False, count=0, mean=mean, M2=M2)
+    )
+    assert lo == 0 and not rest
+    assert Z[:, 1].tolist() == [0.0, 0.0, 0.0]
+    np.testing.assert_allclose(Z[:, 0], [0.0, 1.0, (2 / 3) / math.sqrt(8 / 9)], rtol=1e-15)
+    np.testing.assert_allclose(mean, [7 / 3, 5.0], rtol=1e-15)
+    np.testing.assert_allclose(M2, [8 / 3, 0.0], atol=1e-15)
 
 
 def test_kernel_keeps_ties_by_lower_index_after_rounding() -> None:
@@ -236,6 +296,7 @@ def test_kernel_matches_numpy_loop_on_small_streams(d: int, m: int, data: st.Dat
         "mode": data.draw(st.sampled_from(["full", "partial"])),
         "epsilon": data.draw(st.sampled_from([0.2, 1.0])),
         "seed": data.draw(st.integers(0, 3)),
+        "scale": data.draw(st.sampled_from(["none", "standard"])),
     }
     _check(params, X, y, frames=data.draw(st.integers(1, 3)))
 

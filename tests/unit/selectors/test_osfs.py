@@ -143,6 +143,7 @@ def test_osfs_evicts_member_made_redundant_by_later_feature():
         "features_evicted": 1,
         "selected_count": 1,
         "tests_performed": 4,
+        "tests_untestable": 0,
     }
 
 

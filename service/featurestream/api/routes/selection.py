@@ -61,7 +61,12 @@ async def get_events(
 
 @router.get("/{stream_id}/status", response_model=StatusPublic)
 async def get_status(stream_id: StreamIdPath, engine: EngineDep) -> StatusPublic:
-    """Counters of the selector (features seen/accepted/rejected, instances, wealth...)."""
+    """Counters of the selector (features seen/accepted/rejected, instances, wealth...).
+
+    While the selector warns about something, a ``warnings`` list of ``{code,
+    message}`` follows them (e.g. ``untestable-tests``: more than 10% of the
+    conditional-independence tests could not be made).
+    """
     return StatusPublic(**wire.status(await engine.status(stream_id)))
 
 
