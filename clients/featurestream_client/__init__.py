@@ -49,7 +49,7 @@ from featurestream_client.retry import RetryPolicy
 from featurestream_client.ws import WebSocketUnavailable
 
 if TYPE_CHECKING:
-    from featurestream_client.sklearn import FeatureStreamSelector
+    from featurestream_client.sklearn import FeatureStreamInstanceSelector, FeatureStreamSelector
 
 
 def _installed_version() -> str:
@@ -68,10 +68,10 @@ __version__ = _installed_version()
 
 def __getattr__(name: str) -> Any:
     # scikit-learn is optional: import the adapter only when it is asked for.
-    if name == "FeatureStreamSelector":
-        from featurestream_client.sklearn import FeatureStreamSelector
+    if name in ("FeatureStreamSelector", "FeatureStreamInstanceSelector"):
+        from featurestream_client import sklearn
 
-        return FeatureStreamSelector
+        return getattr(sklearn, name)
     raise AttributeError(f"module 'featurestream_client' has no attribute {name!r}")
 
 
@@ -86,6 +86,7 @@ __all__ = [
     "Event",
     "EventPage",
     "FeatureStreamError",
+    "FeatureStreamInstanceSelector",
     "FeatureStreamSelector",
     "FeaturesResult",
     "InstancesResult",

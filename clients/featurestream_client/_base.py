@@ -198,10 +198,20 @@ def create_core_op(
     stream_id: str | None,
     producer: str | None,
     chunking: Chunking,
+    options: Mapping[str, Any] | None = None,
 ) -> Flow[StreamCore]:
-    """Create a stream; what a handle on it knows (its writes numbered from 1)."""
+    """Create a stream; what a handle on it knows (its writes numbered from 1).
+
+    ``options`` are further fields of the create request (``target_type``,
+    ``labels``, ``ttl_seconds``); those that are None are not sent.
+    """
     info = yield from _core.create_op(
-        algorithm, target=target, feature_names=feature_names, params=params, stream_id=stream_id
+        algorithm,
+        target=target,
+        feature_names=feature_names,
+        params=params,
+        stream_id=stream_id,
+        options=options,
     )
     core = handle_core(info.id, producer, 1, chunking)
     core.info = info

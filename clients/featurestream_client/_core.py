@@ -47,6 +47,9 @@ T = TypeVar("T")
 R = TypeVar("R")
 C = TypeVar("C")
 
+#: A stream kind in a sentence.
+KIND_PHRASE = {"features": "a feature stream", "instances": "an instance stream"}
+
 #: A sequence number no producer reaches: a write with it is refused as a gap,
 #: and the refusal names the producer's next expected seq (nothing is applied).
 PROBE_SEQ = 2**62
@@ -154,8 +157,9 @@ class Catalogue:
         return True if entry is None else entry.supervised
 
 
-def list_streams_op() -> Op[list[StreamInfo]]:
-    reply = yield Call("GET", "/v1/streams")
+def list_streams_op(labels: Mapping[str, str] | None = None) -> Op[list[StreamInfo]]:
+    params = {"label": [f"{k}:{v}" for k, v in labels.items()]} if labels else {}
+    reply = yield Call("GET", "/v1/streams", params=params)
     return [StreamInfo.from_json(s) for s in reply.json()["streams"]]
 
 
@@ -182,6 +186,28 @@ def target_list(target: Any) -> list[float]:
     return [float(v) for v in values.tolist()]
 
 
+def plain(value: Any, where: str = "params") -> Any:
+    """``value`` with numpy scalars and arrays made plain Python (JSON can then hold it).
+
+    ``np.int64(5)`` becomes 5, ``np.float64(0.1)`` 0.1, ``np.bool_(True)`` True and
+    an array a list, at any depth of dicts, lists and tuples.
+    """
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidInput(f"{where}: keys must be strings; got {key!r}.")
+            out[key] = plain(item, f"{where}.{key}")
+        return out
+    if isinstance(value, list | tuple):
+        return [plain(item, f"{where}[{i}]") for i, item in enumerate(value)]
+    return value
+
+
 def create_op(
     algorithm: str,
     *,
@@ -189,15 +215,19 @@ def create_op(
     feature_names: Sequence[str] | None = None,
     params: Mapping[str, Any] | None = None,
     stream_id: str | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> Op[StreamInfo]:
     # The id is chosen here when not given, so a retry of a create whose answer
     # was lost finds its own stream instead of creating a second one.
     sid = stream_id or f"s-{uuid.uuid4().hex[:16]}"
-    body: dict[str, Any] = {"id": sid, "algorithm": algorithm, "params": dict(params or {})}
+    body: dict[str, Any] = {"id": sid, "algorithm": algorithm, "params": plain(params or {})}
     if target is not None:
         body["target"] = target_list(target)
     if feature_names is not None:
         body["feature_names"] = [str(n) for n in feature_names]
+    for key, value in (options or {}).items():
+        if value is not None:
+            body[key] = plain(value, key)
     try:
         reply = yield Call("POST", "/v1/streams", json=body)
     except StreamExists as exc:
@@ -335,9 +365,14 @@ class StreamCore:
 
     def _check_kind(self, kind: str) -> None:
         if self.info is not None and self.info.kind != kind:
+            calls = {
+                "features": "Stream.add_features or add_groups",
+                "instances": "Stream.add_instances or stream_instances",
+            }
+            have = self.info.kind
             raise WrongStreamKind(
-                f"Stream {self.id!r} is a {self.info.kind} stream; this call is for "
-                f"{kind} streams.",
+                f"Stream {self.id!r} is {KIND_PHRASE.get(have, have)}; this call is for "
+                f"{kind[:-1]} streams. Send it data with {calls.get(have)}.",
                 problem={"stream_id": self.id, "kind": self.info.kind},
             )
 
@@ -414,6 +449,7 @@ class StreamCore:
         batch_size: int | None = None,
         chunk_bytes: int | None = None,
     ) -> Op[InstancesResult]:
+        X = yield from self.aligned_op(X)
         data = _data.as_instances(X, y, keep_sparse=True)
         self._check_kind("instances")
         d = None if self.info is None else self.info.n_features
@@ -439,6 +475,21 @@ class StreamCore:
                 InstancesResult.combine,
             )
         )
+
+    def aligned_op(self, X: Any) -> Op[Any]:
+        """A DataFrame's columns in the order of the stream's features, matched by name.
+
+        Anything else (arrays, sparse matrices, iterables) is matched by position
+        and returned as it is.
+        """
+        _data.refuse_row_shapes(X)
+        if not _data._is_frame(X):
+            return X
+        info = yield from self.info_op()
+        self._check_kind("instances")
+        if info.feature_names is None:  # a server that does not say: by position
+            return X
+        return _data.align_frame(X, info.feature_names, self.id)
 
     def _post_chunks(
         self,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 import json
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +65,68 @@ def _float_matrix(obj: Any, what: str) -> Matrix:
     if arr.dtype.kind not in "fiu":
         raise InvalidInput(f"{what} must hold numbers; got dtype {arr.dtype}.")
     return np.asarray(arr, dtype=np.float64)
+
+
+def _is_frame(obj: Any) -> bool:
+    return _is_pandas(obj) and hasattr(obj, "columns")
+
+
+def align_frame(frame: Any, expected: Sequence[str], stream_id: str) -> Any:
+    """The columns of DataFrame ``frame`` in the order of ``expected`` (a stream's names).
+
+    Columns are matched by name, never by position. Unknown or missing names
+    are refused with the list of each, the way scikit-learn refuses them.
+    """
+    have = [str(c) for c in frame.columns]
+    if have == list(expected):
+        return frame
+    known = set(expected)
+    given = set(have)
+    unseen = [c for c in have if c not in known]
+    missing = [c for c in expected if c not in given]
+    if len(given) != len(have):
+        twice = sorted({c for c in have if have.count(c) > 1})
+        raise InvalidInput(f"The DataFrame's columns {twice} appear more than once.")
+    if unseen or missing:
+        lines = [f"The DataFrame's column names do not match the features of stream {stream_id!r}."]
+        if unseen:
+            lines.append(f"Feature names unseen at creation: {_listing(unseen)}")
+        if missing:
+            lines.append(f"Feature names seen at creation, yet now missing: {_listing(missing)}")
+        lines.append(
+            "Rename or select the columns (df[names]); an array (df.to_numpy()) is matched "
+            "by position instead."
+        )
+        raise InvalidInput("\n".join(lines))
+    by_name = dict(zip(have, frame.columns, strict=True))
+    return frame[[by_name[name] for name in expected]]
+
+
+def _listing(names: Sequence[str], most: int = 20) -> str:
+    shown = ", ".join(repr(n) for n in names[:most])
+    return shown + (f", ... ({len(names) - most} more)" if len(names) > most else "")
+
+
+def refuse_row_shapes(X: Any) -> None:
+    """Refuse, with what to send instead, the rows people often pass by habit."""
+    if isinstance(X, Mapping):
+        raise InvalidInput(
+            "X is a dict (one row as {name: value}, River-style). Send rows as a pandas "
+            "DataFrame (pd.DataFrame([row]); its columns are matched to the stream's "
+            "features by name) or as a list of rows in the stream's feature order "
+            "([[row[name] for name in names]])."
+        )
+    if _is_pandas(X) and not hasattr(X, "columns") and hasattr(X, "index"):
+        raise InvalidInput(
+            "X is a pandas Series. If it is one row (e.g. df.iloc[i]), send "
+            "series.to_frame().T (a one-row DataFrame, matched by name) or df.iloc[[i]]; "
+            "a Series is never read as a row, nor as a column of instances."
+        )
+    if isinstance(X, list | tuple) and X and isinstance(X[0], Mapping):
+        raise InvalidInput(
+            "X is a list of dicts (rows as {name: value}). Send pd.DataFrame(rows): its "
+            "columns are matched to the stream's features by name."
+        )
 
 
 def _frame_matrix(frame: Any, what: str) -> tuple[Matrix, list[str]]:
@@ -300,6 +362,7 @@ def as_instances(X: Any, y: Any = None, keep_sparse: bool = False) -> Instances:
     With ``keep_sparse``, a scipy.sparse ``X`` stays sparse (CSR): it travels as
     ``application/x-npz`` bodies and frames, never as a dense m x d array.
     """
+    refuse_row_shapes(X)
     if _is_sparse(X) and keep_sparse:
         mat: Any = X.tocsr().astype(np.float64)
         if mat.shape[0] == 0:
@@ -377,6 +440,7 @@ def iter_frames(
     """
     if batch_size < 1:
         raise InvalidInput(f"batch_size must be >= 1; got {batch_size}.")
+    refuse_row_shapes(source)
     if _is_sparse(source) or _is_pandas(source) or isinstance(source, np.ndarray):
         data = as_instances(source, y, keep_sparse=True)
         for lo in range(0, data.X.shape[0], batch_size):
@@ -433,6 +497,7 @@ __all__ = [
     "Chunk",
     "Columns",
     "Instances",
+    "align_frame",
     "as_columns",
     "as_instances",
     "features_body",
@@ -443,4 +508,5 @@ __all__ = [
     "npz_bytes",
     "plan_chunks",
     "plan_rows",
+    "refuse_row_shapes",
 ]

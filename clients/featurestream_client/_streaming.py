@@ -56,6 +56,7 @@ def stream_instances_op(
     """
     core._check_kind("instances")
     supervised = True
+    data = yield from core.aligned_op(data)
     if binary:
         info = yield from core.info_op()
         core._check_kind("instances")
@@ -232,7 +233,8 @@ def iter_events_op(
         page = yield from _core.events_op(stream_id, after, page_size)
         for event in page.events:
             yield Emit(event)
-        after = page.next
+        # The last page may have no ``next``: go on after its last event, never from the start.
+        after = page.next or (page.events[-1].id if page.events else after)
         if len(page.events) < page_size:
             if not follow:
                 return

@@ -134,8 +134,8 @@ class AsyncClient(_Base[httpx.AsyncClient, httpx.AsyncBaseTransport]):
     async def algorithms(self) -> list[Algorithm]:
         return await self._run(self._catalogue.load_op())
 
-    async def streams(self) -> list[StreamInfo]:
-        return await self._run(_core.list_streams_op())
+    async def streams(self, labels: Mapping[str, str] | None = None) -> list[StreamInfo]:
+        return await self._run(_core.list_streams_op(labels))
 
     async def create_stream(
         self,
@@ -146,10 +146,22 @@ class AsyncClient(_Base[httpx.AsyncClient, httpx.AsyncBaseTransport]):
         params: Mapping[str, Any] | None = None,
         id: str | None = None,
         producer: str | None = None,
+        target_type: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        ttl_seconds: float | None = None,
     ) -> AsyncStream:
         """See :meth:`featurestream_client.Client.create_stream`."""
         core = await self._run(
-            create_core_op(algorithm, target, feature_names, params, id, producer, self.chunking)
+            create_core_op(
+                algorithm,
+                target,
+                feature_names,
+                params,
+                id,
+                producer,
+                self.chunking,
+                options={"target_type": target_type, "labels": labels, "ttl_seconds": ttl_seconds},
+            )
         )
         return AsyncStream(self, core)
 

@@ -1,6 +1,6 @@
 """The client commands of the ``featurestream`` command line.
 
-``replay``, ``selected``, ``events``, ``streams`` and ``status`` talk to a
+``replay``, ``create``, ``delete``, ``selected``, ``events``, ``streams`` and ``status`` talk to a
 running server through :class:`~featurestream_client.Client`: human tables by
 default, ``--json`` for scripts. Errors are one line on stderr and a non-zero
 exit status. The ``featurestream`` entry point adds them (:func:`add_commands`)
@@ -10,6 +10,7 @@ beside the server's ``serve`` and ``bench``, so that one command offers all.
 from __future__ import annotations
 
 import argparse
+import difflib
 import itertools
 import json
 import math
@@ -19,11 +20,18 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
+import numpy as np
+
 from featurestream_client._base import DEFAULT_URL
 from featurestream_client._files import CliError, Matrix, load_table, split_target
-from featurestream_client.client import Client
-from featurestream_client.errors import ConnectionFailed, FeatureStreamError, type_suffix
-from featurestream_client.models import Selection
+from featurestream_client.client import Client, Stream
+from featurestream_client.errors import (
+    ConnectionFailed,
+    FeatureStreamError,
+    StreamNotFound,
+    type_suffix,
+)
+from featurestream_client.models import Algorithm, Selection, StreamInfo
 
 
 class Progress:
@@ -109,40 +117,103 @@ def _print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, allow_nan=False))
 
 
-def _replay(args: argparse.Namespace) -> int:
+def _params(text: str) -> dict[str, Any]:
     try:
-        params = json.loads(args.params)
+        params = json.loads(text)
     except ValueError as exc:
         raise CliError(f"--params is not valid JSON: {exc}.") from None
     if not isinstance(params, dict):
         raise CliError("--params must be a JSON object, e.g. '{\"alpha\": 0.05}'.")
+    return params
+
+
+def _labels(pairs: Sequence[str] | None) -> dict[str, str] | None:
+    """``--label k=v`` options as a map (None when there are none)."""
+    if not pairs:
+        return None
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CliError(f"--label takes KEY=VALUE; got {pair!r}.")
+        out[key] = value
+    return out
+
+
+def _algorithm(client: Client, name: str) -> Algorithm:
+    algorithms = {a.name: a for a in client.algorithms()}
+    algorithm = algorithms.get(name)
+    if algorithm is None:
+        close = difflib.get_close_matches(name.lower(), list(algorithms), n=3)
+        hint = f" Did you mean {' or '.join(close)}?" if close else ""
+        raise CliError(
+            f"unknown algorithm {name!r}; the server hosts {', '.join(sorted(algorithms))}.{hint}"
+        )
+    return algorithm
+
+
+def _coded_labels(y: Any, err: TextIO) -> Any:
+    """Instance labels that are not numbers, as codes 0..k-1 in sorted order (said on ``err``).
+
+    The codes are chosen over the whole file, so every request codes a class alike.
+    """
+    if y is None or y.dtype.kind in "fiub":
+        return y
+    classes, codes = np.unique(y, return_inverse=True)
+    shown = ", ".join(f"{c}={i}" for i, c in enumerate(classes.tolist()[:10]))
+    err.write(f"labels coded in sorted order: {shown}{', ...' if len(classes) > 10 else ''}\n")
+    return codes.astype(np.float64)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    params = _params(args.params)
     if args.chunk is not None and args.chunk < 1:
         raise CliError(f"--chunk must be >= 1; got {args.chunk}.")
-    names, data = load_table(args.data)
+    if args.append and args.stream_id is None:
+        raise CliError("--append needs --stream-id ID (the stream to add to).")
+    # The file first: a bad file is refused before the server is asked anything.
+    table = load_table(
+        args.data, target=args.target, drop=args.drop or (), delimiter=args.delimiter
+    )
     with _client(args) as client:
-        algorithms = {a.name: a for a in client.algorithms()}
-        algorithm = algorithms.get(args.algorithm)
-        if algorithm is None:
-            raise CliError(
-                f"unknown algorithm {args.algorithm!r}; the server hosts "
-                f"{', '.join(sorted(algorithms))}."
-            )
-        if algorithm.kind == "features" and args.target is None:
-            raise CliError(f"{args.algorithm} selects over feature columns: give --target COL.")
-        names, matrix, y = split_target(names, data, args.target)
+        stream: Stream
+        if args.append:
+            stream = client.get_stream(args.stream_id)
+            info = stream.refresh()
+            if args.algorithm is not None and args.algorithm != info.algorithm:
+                raise CliError(
+                    f"stream {info.id} runs {info.algorithm}, not {args.algorithm}: leave "
+                    "--algorithm out with --append, or give the stream's."
+                )
+            algorithm = _algorithm(client, info.algorithm)
+        elif args.algorithm is None:
+            raise CliError("give --algorithm (or --append --stream-id ID to add to a stream).")
+        else:
+            algorithm = _algorithm(client, args.algorithm)
+        features = algorithm.kind == "features"
+        if features and args.target is None and not args.append:
+            raise CliError(f"{algorithm.name} selects over feature columns: give --target COL.")
+        names, matrix, y = table.names, table.data, table.target
         if not names:
             raise CliError(f"{args.data}: no feature columns besides the target.")
+        if features and args.append and y is not None and len(y) != stream.refresh().n_instances:
+            raise CliError(f"{args.data} has {len(y)} rows; stream {stream.id} has others.")
         show = not args.quiet and (args.progress or sys.stderr.isatty())
         groups = _group_columns(names, args.group_sep) if algorithm.supports_groups else None
         if algorithm.supports_groups and groups is None:
             raise CliError(
-                f"{args.algorithm} decides whole groups of columns: give --group-sep SEP "
+                f"{algorithm.name} decides whole groups of columns: give --group-sep SEP "
                 "(the group of column 'g1.age' with --group-sep . is 'g1')."
             )
+        options = {
+            "id": args.stream_id,
+            "target_type": args.target_type,
+            "labels": _labels(args.label),
+            "ttl_seconds": args.ttl,
+        }
         if groups is not None:
-            stream = client.create_stream(
-                args.algorithm, target=y, params=params, id=args.stream_id
-            )
+            if not args.append:
+                stream = client.create_stream(algorithm.name, target=y, params=params, **options)
             progress = Progress(len(names), "columns", sys.stderr, show)
             progress.update(0)
             chunk = args.chunk or 1000
@@ -157,10 +228,9 @@ def _replay(args: argparse.Namespace) -> int:
                     done += size
                     progress.update(done)
                     batch, size = [], 0
-        elif algorithm.kind == "features":
-            stream = client.create_stream(
-                args.algorithm, target=y, params=params, id=args.stream_id
-            )
+        elif features:
+            if not args.append:
+                stream = client.create_stream(algorithm.name, target=y, params=params, **options)
             chunk = args.chunk or 1000
             progress = Progress(len(names), "columns", sys.stderr, show)
             progress.update(0)
@@ -169,9 +239,13 @@ def _replay(args: argparse.Namespace) -> int:
                 stream.add_features(matrix[:, lo:hi], names[lo:hi], chunk_columns=chunk)
                 progress.update(hi)
         else:
-            stream = client.create_stream(
-                args.algorithm, feature_names=names, params=params, id=args.stream_id
-            )
+            y = _coded_labels(y, sys.stderr)
+            if not args.append:
+                stream = client.create_stream(
+                    algorithm.name, feature_names=names, params=params, **options
+                )
+            else:
+                matrix = _aligned_rows(stream, names, matrix)
             chunk = args.chunk or 500
             progress = Progress(matrix.shape[0], "rows", sys.stderr, show)
             progress.update(0)
@@ -187,22 +261,96 @@ def _replay(args: argparse.Namespace) -> int:
         _print_json(
             {
                 "stream": stream.id,
-                "algorithm": args.algorithm,
+                "algorithm": algorithm.name,
                 "kind": algorithm.kind,
                 "version": selection.version,
                 "selected": _selection_json(selection),
             }
         )
     else:
-        total = (
-            f"{len(names)} features" if algorithm.kind == "features" else f"{matrix.shape[0]} rows"
-        )
+        total = f"{len(names)} features" if features else f"{matrix.shape[0]} rows"
+        verb = "appended to" if args.append else "stream"
         print(
-            f"stream {stream.id} ({args.algorithm}, {total}), version {selection.version}: "
+            f"{verb} {stream.id} ({algorithm.name}, {total}), version {selection.version}: "
             f"{len(selection.features)} selected"
         )
         print(_selection_table(selection))
     return 0
+
+
+def _aligned_rows(stream: Stream, names: list[str], matrix: Matrix) -> Matrix:
+    """The file's columns in the order of the stream's features (matched by name)."""
+    expected = stream.refresh().feature_names
+    if expected is None or list(expected) == names:
+        return matrix
+    unseen = [n for n in names if n not in set(expected)]
+    missing = [n for n in expected if n not in set(names)]
+    if unseen or missing:
+        raise CliError(
+            f"the file's columns do not match stream {stream.id}'s features: unseen "
+            f"{unseen or '-'}, missing {missing or '-'} (--drop the extra columns)."
+        )
+    return matrix[:, [names.index(n) for n in expected]]
+
+
+def _create(args: argparse.Namespace) -> int:
+    params = _params(args.params)
+    with _client(args) as client:
+        algorithm = _algorithm(client, args.algorithm)
+        target = names = None
+        if args.data is not None:
+            table = load_table(
+                args.data, target=args.target, drop=args.drop or (), delimiter=args.delimiter
+            )
+            target, names = table.target, table.names
+        if args.feature_names is not None:
+            names = [n.strip() for n in args.feature_names.split(",")]
+        if algorithm.kind == "features":
+            if target is None:
+                raise CliError(
+                    f"{algorithm.name} streams need a target: give --data FILE --target COL."
+                )
+            names = None
+        elif names is None:
+            raise CliError(
+                f"{algorithm.name} streams need their feature names: give --feature-names "
+                "a,b,c or --data FILE (its header)."
+            )
+        else:
+            target = None
+        stream = client.create_stream(
+            algorithm.name,
+            target=target,
+            feature_names=names,
+            params=params,
+            id=args.stream_id,
+            target_type=args.target_type,
+            labels=_labels(args.label),
+            ttl_seconds=args.ttl,
+        )
+        info = stream.refresh()
+    if args.json:
+        _print_json(info.raw)
+    else:
+        print(f"created {info.id} ({info.algorithm}, {_size(info)})")
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    failed = 0
+    with _client(args) as client:
+        for sid in args.stream_ids:
+            try:
+                client.delete_stream(sid)
+            except StreamNotFound:
+                print(f"featurestream delete: stream {sid} does not exist", file=sys.stderr)
+                failed += 1
+                continue
+            if not args.json:
+                print(f"deleted {sid}")
+    if args.json:
+        _print_json({"deleted": len(args.stream_ids) - failed, "missing": failed})
+    return 1 if failed else 0
 
 
 def _selected(args: argparse.Namespace) -> int:
@@ -228,6 +376,25 @@ def _selected(args: argparse.Namespace) -> int:
 
 EVENT_COLUMNS = ["id", "version", "seq", "producer", "type", "names", "reason"]
 EVENT_WIDTHS = [8, 7, 5, 20, 8, 24, 0]  # while following: rows are printed as they come
+#: The shortest pause between two polls of ``events --follow`` (seconds).
+MIN_INTERVAL = 0.05
+#: The longest a cell of the events table gets (producer, names, reason), in characters.
+EVENT_CELL = 40
+
+
+def _short(text: Any, width: int = EVENT_CELL) -> Any:
+    if not isinstance(text, str) or len(text) <= width:
+        return text
+    return text[: width - 3] + "..."
+
+
+def _event_names(names: Sequence[str]) -> str:
+    """One name as it is; more than one as a count (``--json`` has every name)."""
+    if not names:
+        return "-"
+    if len(names) == 1:
+        return str(_short(names[0]))
+    return f"{len(names)} features"
 
 
 def _event_row(event: Any) -> list[Any]:
@@ -235,35 +402,49 @@ def _event_row(event: Any) -> list[Any]:
         event.id,
         event.version,
         event.seq,
-        event.producer,
+        _short(event.producer),
         event.type,
-        list(event.names),
-        event.reason,
+        _event_names(event.names),
+        _short(event.reason),
     ]
 
 
 def _events(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise CliError(f"--limit must be >= 1; got {args.limit}.")
+    if args.interval < MIN_INTERVAL:
+        raise CliError(f"--interval must be >= {MIN_INTERVAL} seconds; got {args.interval}.")
+    # Ctrl-C (how one stops following) ends it without a traceback, status 130.
     with _client(args) as client:
-        stream = client.stream(args.stream_id)
-        events: Iterator[Any] = stream.iter_events(
-            args.after, follow=args.follow, poll_interval=args.interval
-        )
-        if args.limit is not None:
-            events = itertools.islice(events, args.limit)
-        if args.json:
-            for event in events:
-                print(json.dumps(event.raw, allow_nan=False), flush=args.follow)
-        elif not args.follow:
-            print(_table(EVENT_COLUMNS, [_event_row(e) for e in events]))
-        else:
-            header = zip(EVENT_COLUMNS, EVENT_WIDTHS, strict=True)
-            print("  ".join(h.ljust(w) for h, w in header).rstrip(), flush=True)
-            for event in events:
-                cells = zip(_event_row(event), EVENT_WIDTHS, strict=True)
-                print("  ".join(_cell(v).ljust(w) for v, w in cells).rstrip(), flush=True)
+        _print_events(client.stream(args.stream_id), args)
     return 0
+
+
+def _print_events(stream: Stream, args: argparse.Namespace) -> None:
+    events: Iterator[Any] = stream.iter_events(
+        args.after, follow=args.follow, poll_interval=args.interval
+    )
+    if args.limit is not None:
+        events = itertools.islice(events, args.limit)
+    if args.json:
+        for event in events:
+            print(json.dumps(event.raw, allow_nan=False), flush=args.follow)
+    elif not args.follow:
+        print(_table(EVENT_COLUMNS, [_event_row(e) for e in events]))
+    else:
+        header = zip(EVENT_COLUMNS, EVENT_WIDTHS, strict=True)
+        print("  ".join(h.ljust(w) for h, w in header).rstrip(), flush=True)
+        for event in events:
+            cells = zip(_event_row(event), EVENT_WIDTHS, strict=True)
+            print("  ".join(_cell(v).ljust(w) for v, w in cells).rstrip(), flush=True)
+
+
+def _size(s: StreamInfo) -> str:
+    """What a stream holds, with its unit: the rows of a feature stream's columns, or the
+    features of an instance stream's rows."""
+    if s.kind == "features":
+        return "-" if s.n_instances is None else f"{s.n_instances} rows"
+    return "-" if s.n_features is None else f"{s.n_features} features"
 
 
 def _streams(args: argparse.Namespace) -> int:
@@ -273,17 +454,14 @@ def _streams(args: argparse.Namespace) -> int:
         _print_json([s.raw for s in streams])
         return 0
     rows = [
-        [
-            s.id,
-            s.algorithm,
-            s.kind,
-            s.n_instances if s.kind == "features" else s.n_features,
-            s.version,
-            s.updated_at,
-        ]
+        [s.id, s.algorithm, s.kind, _size(s), s.version, s.updated_at]
         for s in sorted(streams, key=lambda s: s.id)
     ]
     print(_table(["id", "algorithm", "kind", "size", "version", "updated_at"], rows))
+    print(
+        "size: a feature stream's instances (the rows of each column it takes); an instance "
+        "stream's features (the width of each row it takes)."
+    )
     return 0
 
 
@@ -334,6 +512,40 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
 
 
+def _add_file_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--drop",
+        action="append",
+        metavar="COL",
+        help="Leave this column of the file out (ids, dates...); repeatable.",
+    )
+    p.add_argument(
+        "--delimiter",
+        default=",",
+        help="The .csv cell separator (default ','; '\\t' for tabs).",
+    )
+
+
+def _add_create_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--target-type",
+        choices=["auto", "continuous", "binary", "multiclass"],
+        help="How the target is read (sent as target_type; the server's default: auto).",
+    )
+    p.add_argument(
+        "--label",
+        action="append",
+        metavar="KEY=VALUE",
+        help="A bookkeeping label of the new stream; repeatable.",
+    )
+    p.add_argument(
+        "--ttl",
+        type=float,
+        metavar="SECONDS",
+        help="The new stream expires after this long without a write (ttl_seconds).",
+    )
+
+
 def add_commands(sub: Any) -> None:
     """Add the client commands to the subparsers ``sub`` of the ``featurestream`` parser."""
     replay = sub.add_parser(
@@ -345,11 +557,14 @@ def add_commands(sub: Any) -> None:
         "x0, x1, ...) and .parquet (needs pyarrow).",
     )
     replay.add_argument("data", help="A .csv, .npy or .parquet file.")
-    replay.add_argument("--algorithm", required=True, help="e.g. saola, osfs, ofs, fsds.")
+    replay.add_argument(
+        "--algorithm", help="e.g. saola, osfs, ofs, fsds (with --append: the stream's)."
+    )
     replay.add_argument(
         "--target",
         help="Target column (a name, or a position such as -1): required for feature-stream "
-        "algorithms, the labels for supervised instance-stream ones.",
+        "algorithms, the labels for supervised instance-stream ones. Class labels may be "
+        "strings.",
     )
     replay.add_argument("--params", default="{}", help="Algorithm parameters as a JSON object.")
     replay.add_argument(
@@ -357,13 +572,23 @@ def add_commands(sub: Any) -> None:
         metavar="SEP",
         help="For group algorithms (group_saola): a column's group is its name up to SEP.",
     )
-    replay.add_argument("--stream-id", help="Id of the stream to create (default: generated).")
+    replay.add_argument(
+        "--stream-id", help="Id of the stream to create (default: generated), or to --append to."
+    )
+    replay.add_argument(
+        "--append",
+        action="store_true",
+        help="Add the file to the existing stream --stream-id: more rows to an instance "
+        "stream (columns matched by name), more columns to a feature stream.",
+    )
     replay.add_argument(
         "--chunk",
         type=int,
         help="Columns (feature streams; default 1000) or rows (instance streams; default 500) "
         "per request.",
     )
+    _add_file_options(replay)
+    _add_create_options(replay)
     replay.add_argument("--quiet", action="store_true", help="No progress bar.")
     replay.add_argument(
         "--progress",
@@ -372,6 +597,29 @@ def add_commands(sub: Any) -> None:
     )
     _add_client_options(replay)
     replay.set_defaults(func=_client_command(_replay))
+
+    create = sub.add_parser(
+        "create",
+        help="Create an empty stream (then feed it with replay --append or the SDK).",
+        description="Create a stream: a feature stream takes its target from --data FILE "
+        "--target COL; an instance stream its feature names from --feature-names or the "
+        "header of --data FILE.",
+    )
+    create.add_argument("algorithm", help="e.g. saola, osfs, ofs, fsds.")
+    create.add_argument("--stream-id", help="Id of the stream (default: generated).")
+    create.add_argument("--params", default="{}", help="Algorithm parameters as a JSON object.")
+    create.add_argument("--data", help="A .csv, .npy or .parquet file (target, names).")
+    create.add_argument("--target", help="The target column of --data (feature streams).")
+    create.add_argument("--feature-names", help="Instance streams: a,b,c.")
+    _add_file_options(create)
+    _add_create_options(create)
+    _add_client_options(create)
+    create.set_defaults(func=_client_command(_create))
+
+    delete = sub.add_parser("delete", help="Delete streams and everything they hold.")
+    delete.add_argument("stream_ids", metavar="ID", nargs="+")
+    _add_client_options(delete)
+    delete.set_defaults(func=_client_command(_delete))
 
     selected = sub.add_parser("selected", help="A stream's current selection.")
     selected.add_argument("stream_id", metavar="ID")
@@ -384,9 +632,16 @@ def add_commands(sub: Any) -> None:
     events.add_argument("stream_id", metavar="ID")
     events.add_argument("--after", help="Start after this event id.")
     events.add_argument("--limit", type=int, help="Print at most this many events.")
-    events.add_argument("--follow", action="store_true", help="Keep printing new events.")
     events.add_argument(
-        "--interval", type=float, default=1.0, help="Seconds between polls with --follow."
+        "--follow",
+        action="store_true",
+        help="Keep printing new events (one poll every --interval seconds) until Ctrl-C.",
+    )
+    events.add_argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        help=f"Seconds between polls with --follow (at least {MIN_INTERVAL}).",
     )
     _add_client_options(events)
     events.set_defaults(func=_client_command(_events))

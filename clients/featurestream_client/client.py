@@ -168,9 +168,9 @@ class Client(_Base[httpx.Client, httpx.BaseTransport]):
         """The algorithms the server hosts, with their parameter schemas and defaults."""
         return self._run(self._catalogue.load_op())
 
-    def streams(self) -> list[StreamInfo]:
-        """Every stream on the server."""
-        return self._run(_core.list_streams_op())
+    def streams(self, labels: Mapping[str, str] | None = None) -> list[StreamInfo]:
+        """Every stream on the server; with ``labels``, those that carry all of them."""
+        return self._run(_core.list_streams_op(labels))
 
     # ------------------------------------------------------------ streams
 
@@ -183,6 +183,9 @@ class Client(_Base[httpx.Client, httpx.BaseTransport]):
         params: Mapping[str, Any] | None = None,
         id: str | None = None,
         producer: str | None = None,
+        target_type: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        ttl_seconds: float | None = None,
     ) -> Stream:
         """Create a stream and return its handle.
 
@@ -201,9 +204,26 @@ class Client(_Base[httpx.Client, httpx.BaseTransport]):
             The stream id; generated when absent.
         producer : str, optional
             This handle's producer name (see :meth:`stream`).
+        target_type : str, optional
+            ``auto``, ``continuous``, ``binary`` or ``multiclass`` (servers that
+            know it; the server's default otherwise).
+        labels : mapping of str to str, optional
+            Bookkeeping labels of the stream (``{"team": "risk"}``), listed by
+            :meth:`streams` with ``label="team:risk"``.
+        ttl_seconds : number, optional
+            The stream and all its keys expire after that long without a write.
         """
         core = self._run(
-            create_core_op(algorithm, target, feature_names, params, id, producer, self.chunking)
+            create_core_op(
+                algorithm,
+                target,
+                feature_names,
+                params,
+                id,
+                producer,
+                self.chunking,
+                options={"target_type": target_type, "labels": labels, "ttl_seconds": ttl_seconds},
+            )
         )
         return Stream(self, core)
 

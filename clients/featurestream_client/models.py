@@ -23,6 +23,23 @@ def _opt_str(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+#: How many names a summary (``repr``) shows before it counts the rest.
+SHOWN_NAMES = 8
+
+
+def _names(names: Sequence[str]) -> str:
+    """A short view of a list of names: the first few, then how many more."""
+    shown = ", ".join(repr(n if len(n) <= 40 else n[:37] + "...") for n in names[:SHOWN_NAMES])
+    more = len(names) - SHOWN_NAMES
+    return f"[{shown}{f', ... {more} more' if more > 0 else ''}] ({len(names)})"
+
+
+def _seqs(seqs: Sequence[int]) -> str:
+    if len(seqs) <= 3:
+        return repr(tuple(seqs))
+    return f"({seqs[0]}..{seqs[-1]}, {len(seqs)} requests)"
+
+
 @dataclass(frozen=True)
 class StreamInfo:
     """A stream resource (``GET /v1/streams/{id}``)."""
@@ -36,10 +53,16 @@ class StreamInfo:
     n_features: int | None = None
     created_at: str | None = None
     updated_at: str | None = None
+    #: An instance stream's features, in order (None when the server does not say).
+    feature_names: tuple[str, ...] | None = field(default=None, repr=False)
+    #: The stream's bookkeeping labels, and its time to live (None: none).
+    labels: dict[str, str] = field(default_factory=dict)
+    ttl_seconds: float | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> StreamInfo:
+        names = d.get("feature_names")
         return cls(
             id=str(d["id"]),
             algorithm=str(d["algorithm"]),
@@ -50,6 +73,9 @@ class StreamInfo:
             n_features=_opt_int(d.get("n_features")),
             created_at=_opt_str(d.get("created_at")),
             updated_at=_opt_str(d.get("updated_at")),
+            feature_names=None if names is None else tuple(str(n) for n in names),
+            labels={str(k): str(v) for k, v in (d.get("labels") or {}).items()},
+            ttl_seconds=_opt_float(d.get("ttl_seconds")),
             raw=dict(d),
         )
 
@@ -136,6 +162,13 @@ class FeaturesResult:
     replayed: bool = False
     warnings: tuple[dict[str, str], ...] = ()
 
+    def __repr__(self) -> str:
+        return (
+            f"FeaturesResult(version={self.version}, decisions={len(self.decisions)} "
+            f"({len(self.accepted)} accepted), selected={_names(self.selected)}, "
+            f"seqs={_seqs(self.seqs)}, replayed={self.replayed})"
+        )
+
     @property
     def accepted(self) -> list[str]:
         """Names of the features accepted on arrival (some may be evicted later)."""
@@ -190,6 +223,14 @@ class InstancesResult:
     replayed: bool = False
     errors: tuple[Any, ...] = ()
 
+    def __repr__(self) -> str:
+        errors = f", errors={len(self.errors)}" if self.errors else ""
+        return (
+            f"InstancesResult(version={self.version}, instances_seen={self.instances_seen}, "
+            f"selected={_names(self.selected)}, seqs={_seqs(self.seqs)}, "
+            f"replayed={self.replayed}{errors})"
+        )
+
     @staticmethod
     def combine(parts: Sequence[InstancesResult], version: int = 0) -> InstancesResult:
         if not parts:
@@ -228,6 +269,12 @@ class Selection:
     version: int
     features: tuple[SelectedFeature, ...]
     updated_at: str | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"Selection(version={self.version}, features={_names(self.names)}, "
+            f"updated_at={self.updated_at!r})"
+        )
 
     @property
     def names(self) -> list[str]:

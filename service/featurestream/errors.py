@@ -67,6 +67,27 @@ class WrongStreamKind(FeatureStreamError, TypeError):
     def fields(self) -> dict[str, Any]:
         return {"stream_id": self.stream_id, "kind": self.kind}
 
+    @classmethod
+    def for_request(cls, stream_id: str, kind: str, wanted: str) -> WrongStreamKind:
+        """A request for ``wanted`` streams sent to a ``kind`` stream, with the call to use."""
+        return cls(
+            f"Stream {stream_id!r} is {KIND_PHRASE.get(kind, kind)}; this request is for "
+            f"{wanted[:-1]} streams. {KIND_HINT.get(kind, '')}".rstrip(),
+            stream_id=stream_id,
+            kind=kind,
+        )
+
+
+#: A stream kind in a sentence: "an instance stream", "a feature stream".
+KIND_PHRASE = {"features": "a feature stream", "instances": "an instance stream"}
+#: The calls that feed a stream of each kind.
+KIND_HINT = {
+    "features": "Send it feature columns: POST /v1/streams/ID/features (or /groups); "
+    "SDK: Stream.add_features or add_groups.",
+    "instances": "Send it rows: POST /v1/streams/ID/instances or its WebSocket; "
+    "SDK: Stream.add_instances or stream_instances.",
+}
+
 
 class StreamNotFound(FeatureStreamError, LookupError):
     """No stream with this id exists."""

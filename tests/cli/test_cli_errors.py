@@ -29,7 +29,12 @@ def run_failing(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     [
         ("ragged.csv", "a,b,y\n1,2,3\n4,5\n", "y", "line 3 has 2 cells; the header has 3"),
         ("text.csv", "a,b,y\n1,2,3\n4,five,6\n", "y", "line 3, column 'b': 'five' is not a number"),
-        ("empty-cell.csv", "a,b,y\n1,,3\n", "y", "line 2, column 'b': '' is not a number"),
+        (
+            "empty-cell.csv",
+            "a,b,y\n1,,3\n",
+            "y",
+            "line 2, column 'b' is empty (data row 1). Impute the missing values",
+        ),
         ("nan.csv", "a,b,y\n1,nan,3\n", "y", "row 1, column 'b': nan is not a finite number"),
         ("empty.csv", "", "y", "the file is empty"),
         ("header.csv", "a,b,y\n", "y", "no data rows"),

@@ -24,7 +24,9 @@ def test_fit_selects_and_transforms_in_original_order(
     live: LiveServer, wdbc_rows: tuple[np.ndarray, np.ndarray]
 ) -> None:
     X, y = wdbc_rows
-    sel = FeatureStreamSelector(url=live.url, params={"alpha": 0.01}, chunk_size=7)
+    sel = FeatureStreamSelector(
+        url=live.url, params={"alpha": 0.01}, chunk_size=7, keep_stream=True
+    )
     assert sel.fit(X, y) is sel
     assert set(sel.selected_) == {"x21", "x27"} and len(sel.decisions_) == 30
     assert np.flatnonzero(sel.get_support()).tolist() == [21, 27]

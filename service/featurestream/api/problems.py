@@ -58,8 +58,10 @@ def problem_for(exc: FeatureStreamError) -> JSONResponse:
     return respond(problem_of(exc), headers)
 
 
-def validation_problem(errors: list[Any], *, detail: str | None = None) -> JSONResponse:
-    return respond(wire.validation_problem(errors, detail=detail))
+def validation_problem(
+    errors: list[Any], *, detail: str | None = None, body: Any = None
+) -> JSONResponse:
+    return respond(wire.validation_problem(errors, detail=detail, body=body))
 
 
 def install(app: FastAPI) -> None:
@@ -69,7 +71,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _rv(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return validation_problem(list(exc.errors()))
+        return validation_problem(list(exc.errors()), body=getattr(exc, "body", None))
 
     @app.exception_handler(ValidationError)
     async def _pv(request: Request, exc: ValidationError) -> JSONResponse:

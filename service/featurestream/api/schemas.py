@@ -22,6 +22,21 @@ Name = Annotated[str, Field(min_length=1, max_length=NAME_MAX_LENGTH)]
 Seq = Annotated[int, Field(ge=1, strict=True)]
 
 
+LABEL_KEY_MAX = 64
+LABEL_VALUE_MAX = 256
+LABELS_MAX = 32
+#: Bookkeeping labels of a stream: a flat map of strings (``GET /v1/streams?label=k:v``).
+StreamLabels = Annotated[
+    dict[
+        Annotated[str, Field(min_length=1, max_length=LABEL_KEY_MAX, pattern=r"^[^:\x00-\x1f]+$")],
+        Annotated[str, Field(max_length=LABEL_VALUE_MAX, pattern=r"^[^\x00-\x1f]*$")],
+    ],
+    Field(max_length=LABELS_MAX),
+]
+#: Seconds without a write after which a stream and all its keys expire (1 s to 10 years).
+TtlSeconds = Annotated[float, Field(ge=1, le=10 * 365 * 86400, allow_inf_nan=False)]
+
+
 class _In(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -34,6 +49,8 @@ class StreamCreate(_In):
     params: dict[str, Any] = Field(default_factory=dict)
     target: list[Number] | None = Field(None, min_length=1)
     feature_names: list[str] | None = Field(None, min_length=1)
+    labels: StreamLabels | None = None
+    ttl_seconds: TtlSeconds | None = None
 
 
 class StreamPublic(BaseModel):
@@ -43,9 +60,21 @@ class StreamPublic(BaseModel):
     params: dict[str, Any]
     n_instances: int | None = None
     n_features: int | None = None
+    #: An instance stream's feature space, in order (not in the list of streams).
+    feature_names: list[str] | None = None
+    labels: dict[str, str] | None = None
+    ttl_seconds: float | None = None
     version: int
     created_at: str
     updated_at: str
+
+    def document(self) -> dict[str, Any]:
+        """The resource as sent: the optional extras only when the stream has them."""
+        out = self.model_dump()
+        for key in ("feature_names", "labels", "ttl_seconds"):
+            if out[key] is None:
+                del out[key]
+        return out
 
 
 class StreamsPublic(BaseModel):

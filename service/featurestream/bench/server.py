@@ -69,6 +69,31 @@ class SpawnedServer:
         return True
 
 
+def check_store(store: str, timeout: float = 2.0) -> None:
+    """Exit at once, saying how to start one, when the Redis of ``store`` does not answer.
+
+    Without it a benchmark against a missing Redis waits for a server that
+    never gets ready. ``memory://`` needs nothing.
+    """
+    if not store.startswith(("redis://", "rediss://", "unix://")):
+        return
+    import redis
+
+    try:
+        client = redis.Redis.from_url(store, socket_connect_timeout=timeout, socket_timeout=timeout)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except (redis.RedisError, OSError, ValueError) as exc:
+        raise SystemExit(
+            f"featurestream bench: no Redis answers at {store} ({exc}). Start one, e.g. "
+            "`redis-server --port 6379 --save '' --daemonize yes` (or `docker run -d -p "
+            "6379:6379 redis:7`), give another with --store redis://HOST:PORT/0, or run "
+            "on the embedded store with --store memory://."
+        ) from None
+
+
 @contextmanager
 def spawn_server(
     store: str,
@@ -86,6 +111,7 @@ def spawn_server(
     """
     import httpx
 
+    check_store(store)
     port = free_port()
     prefix = key_prefix or f"fsbench-{uuid.uuid4().hex[:10]}"
     env = {**os.environ, "FEATURESTREAM_KEY_PREFIX": prefix}
@@ -132,4 +158,4 @@ def spawn_server(
             proc.wait(5)
 
 
-__all__ = ["BLAS_VARIABLES", "SpawnedServer", "free_port", "spawn_server"]
+__all__ = ["BLAS_VARIABLES", "SpawnedServer", "check_store", "free_port", "spawn_server"]

@@ -40,7 +40,7 @@ from featurestream.bench.runs import (
     run_result,
     window_for,
 )
-from featurestream.bench.server import SpawnedServer, spawn_server
+from featurestream.bench.server import SpawnedServer, check_store, spawn_server
 from featurestream.selectors import REGISTRY
 from featurestream.selectors.base import FeatureSelector, InstanceSelector
 
@@ -115,6 +115,8 @@ def _server(
 
 
 def main_suite(args: argparse.Namespace, params: dict[str, Any]) -> int:
+    if not args.skip_service and not args.url:
+        check_store(args.store or DEFAULT_REDIS)  # before minutes of data generation
     if args.chunk is None:
         # Small chunks in quick runs, so that every stream spans several requests.
         args.chunk = 1_000 if args.quick else 20_000

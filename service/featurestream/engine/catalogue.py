@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
@@ -57,11 +58,27 @@ def resolve(algorithm: str, params: Mapping[str, Any] | None) -> tuple[type[Sele
     """The selector class of ``algorithm`` and its checked parameters."""
     cls = REGISTRY.get(algorithm)
     if cls is None:
+        close = closest(algorithm, sorted(REGISTRY))
+        hint = f" Did you mean {' or '.join(repr(n) for n in close)}?" if close else ""
         raise InvalidInput(
-            f"Unknown algorithm {algorithm!r}; expected one of {sorted(REGISTRY)}.",
+            f"Unknown algorithm {algorithm!r}.{hint} Expected one of {sorted(REGISTRY)}.",
             field="algorithm",
         )
     return cls, cls.params_type.from_mapping(params)
+
+
+def closest(name: str, known: Sequence[str], n: int = 3) -> list[str]:
+    """The known names nearest to ``name`` (case and ``-`` ignored), best first.
+
+    >>> closest("SAOLA", ["osfs", "saola", "group_saola"])
+    ['saola', 'group_saola']
+    >>> closest("fast-osfs", ["fast_osfs", "osfs"])
+    ['fast_osfs', 'osfs']
+    """
+    norm = {k.lower().replace("-", "_"): k for k in known}
+    key = name.lower().replace("-", "_").strip()
+    found = difflib.get_close_matches(key, list(norm), n=n, cutoff=0.6)
+    return [norm[f] for f in found]
 
 
 def starter(
@@ -71,11 +88,12 @@ def starter(
     feature_names: Sequence[str] | None,
     *,
     max_name_length: int,
-) -> tuple[Callable[[], Selector], dict[str, int]]:  # type: ignore[type-arg]
+) -> tuple[Callable[[], Selector], dict[str, Any]]:  # type: ignore[type-arg]
     """Check a create request's target or feature names against the algorithm's kind.
 
     Returns how to start the selector (to call in a worker thread) and the size
-    the stream resource shows (``n_instances`` or ``n_features``).
+    the stream resource shows (``n_instances``, or ``n_features`` and the
+    ``feature_names`` of an instance stream).
     """
     algorithm = cls.name
     if issubclass(cls, FeatureSelector):
@@ -98,7 +116,7 @@ def starter(
         )
     check_names(feature_names, field="feature_names", max_length=max_name_length)
     names = list(feature_names)
-    return partial(cls.start, resolved, names), {"n_features": len(names)}
+    return partial(cls.start, resolved, names), {"n_features": len(names), "feature_names": names}
 
 
 def check_names(names: Sequence[str], *, field: str, max_length: int) -> None:

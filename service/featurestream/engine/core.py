@@ -24,7 +24,7 @@ import asyncio
 import random
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
 from functools import partial
@@ -152,6 +152,8 @@ class StreamEngine:
         feature_names: Sequence[str] | None,
         public_id: str | None = None,
         tenant: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        ttl_seconds: float | None = None,
     ) -> StreamResource:
         cls, resolved = catalogue.resolve(algorithm, params)
         sid = stream_id or new_stream_id()
@@ -170,6 +172,9 @@ class StreamEngine:
             "params": resolved.to_dict(),
             **size,
             "created_at": now,
+            # The owner's bookkeeping, and the expiry the store applies (store/base.py).
+            **({"labels": dict(labels)} if labels else {}),
+            **({"ttl_seconds": ttl_seconds} if ttl_seconds is not None else {}),
         }
         state = finite_state(selector, public_id or sid)
         blob = codec.encode(cls.name, resolved.to_dict(), state)
@@ -225,11 +230,7 @@ class StreamEngine:
             live = None
         info = live.info if live is not None else (await self.store.summary(stream_id)).info
         if info["kind"] != "features":
-            raise WrongStreamKind(
-                f"Stream {stream_id!r} is an instance stream; post instances to it.",
-                stream_id=stream_id,
-                kind=str(info["kind"]),
-            )
+            raise WrongStreamKind.for_request(stream_id, str(info["kind"]), "features")
         return int(info["n_instances"])
 
     async def selection(self, stream_id: str) -> StoredSelection:
@@ -514,12 +515,7 @@ class StreamEngine:
                 if live.kind != kind:
                     if await self._stale(stream_id, live):
                         continue
-                    raise WrongStreamKind(
-                        f"Stream {stream_id!r} is a {live.kind} stream; this request is for "
-                        f"{kind} streams.",
-                        stream_id=stream_id,
-                        kind=live.kind,
-                    )
+                    raise WrongStreamKind.for_request(stream_id, live.kind, kind)
                 previous = live.selector.snapshot()
                 try:
                     step = await attempt(live)

@@ -29,6 +29,10 @@ class StreamResource:
     n_instances: int | None = None
     n_features: int | None = None
     tenant: str | None = None
+    #: An instance stream's feature space, in order (streams created before it was kept: None).
+    feature_names: tuple[str, ...] | None = None
+    labels: Mapping[str, str] | None = None
+    ttl_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

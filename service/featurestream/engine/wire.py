@@ -232,6 +232,7 @@ def stream_resource(info: Mapping[str, Any], version: int, updated_at: str) -> S
     if cls is not None:
         # A stream created before a parameter existed shows the value it runs with.
         params = cls.params_type.with_legacy(params)
+    names = info.get("feature_names")
     return StreamResource(
         id=str(info["id"]),
         algorithm=algorithm,
@@ -243,15 +244,25 @@ def stream_resource(info: Mapping[str, Any], version: int, updated_at: str) -> S
         n_instances=None if n_instances is None else int(n_instances),
         n_features=None if n_features is None else int(n_features),
         tenant=info.get("tenant"),
+        feature_names=None if names is None else tuple(str(n) for n in names),
+        labels=info.get("labels"),
+        ttl_seconds=info.get("ttl_seconds"),
     )
 
 
-def stream(r: StreamResource) -> Document:
+def stream(r: StreamResource, *, names: bool = True) -> Document:
+    """The stream resource; ``names=False`` leaves out an instance stream's feature names."""
     out: Document = {"id": r.id, "algorithm": r.algorithm, "kind": r.kind, "params": r.params}
     if r.n_instances is not None:
         out["n_instances"] = r.n_instances
     if r.n_features is not None:
         out["n_features"] = r.n_features
+    if names and r.feature_names is not None:
+        out["feature_names"] = list(r.feature_names)
+    if r.labels:
+        out["labels"] = dict(r.labels)
+    if r.ttl_seconds is not None:
+        out["ttl_seconds"] = r.ttl_seconds
     out.update(created_at=r.created_at, version=r.version, updated_at=r.updated_at)
     return out
 
@@ -331,16 +342,58 @@ def problem_of(exc: FeatureStreamError, public_id: Callable[[str], str] = _same)
     return Problem(TYPE_BASE + suffix, title, status_code, detail, fields)
 
 
-def validation_problem(errors: Iterable[Any], *, detail: str | None = None) -> Problem:
-    """The problem of input that failed validation (pydantic's error list)."""
+def field_path(loc: Iterable[Any]) -> str:
+    """One style of field path for every problem: ``features[0].values[2]``.
+
+    >>> field_path(["body", "features", 0, "values", 2])
+    'features[0].values[2]'
+    >>> field_path(["body"])
+    'body'
+    """
+    out = ""
+    for part in loc:
+        if part == "body" and not out:
+            continue
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "body"
+
+
+def _json_error(e: Mapping[str, Any], body: Any) -> dict[str, str]:
+    """A malformed-JSON error: where it is (line, column, char), not a bare offset."""
+    ctx = e.get("ctx") or {}
+    reason = str(ctx.get("error") or e.get("msg") or "invalid JSON")
+    where = [p for p in e.get("loc", ()) if isinstance(p, int)]
+    if where:
+        pos = where[-1]
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        if isinstance(text, str) and 0 <= pos <= len(text):
+            line = text.count("\n", 0, pos) + 1
+            column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+            reason += f" at line {line}, column {column} (char {pos})"
+        else:
+            reason += f" at char {pos}"
+    return {"field": "body", "message": reason}
+
+
+def validation_problem(
+    errors: Iterable[Any], *, detail: str | None = None, body: Any = None
+) -> Problem:
+    """The problem of input that failed validation (pydantic's error list).
+
+    ``body``, when given, is the request's text: a malformed-JSON error then
+    names its line and column.
+    """
     errors = list(errors)
+    if any(e.get("type") == "json_invalid" for e in errors):
+        items = [_json_error(e, body) for e in errors if e.get("type") == "json_invalid"][:1]
+        text = detail or f"The request body is not valid JSON: {items[0]['message']}."
+        return Problem(TYPE_BASE + "malformed-body", "Malformed body", 400, text, {"errors": items})
     items = []
     for e in errors[:MAX_ERRORS]:
-        loc = [str(p) for p in e.get("loc", ()) if p not in ("body",)]
-        items.append({"field": ".".join(loc) or "body", "message": e.get("msg", "invalid")})
-    if any(e.get("type") == "json_invalid" for e in errors):
-        text = detail or "The request body is not valid JSON."
-        return Problem(TYPE_BASE + "malformed-body", "Malformed body", 400, text, {"errors": items})
+        items.append({"field": field_path(e.get("loc", ())), "message": e.get("msg", "invalid")})
     text = detail or "; ".join(f"{i['field']}: {i['message']}" for i in items[:5])
     if len(errors) > MAX_ERRORS:
         text += f" ({len(errors)} errors in all; the first {MAX_ERRORS} are listed)"

@@ -31,7 +31,7 @@ is while still recording responses (frames that were refused use up their
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -107,6 +107,16 @@ class Commit:
         if self.producer is None:
             return []
         return [(int(q), r) for q, r in self.responses]
+
+
+def ttl_ms(info: Mapping[str, Any]) -> int:
+    """A stream's time to live in milliseconds (0: it never expires).
+
+    A stream created with ``ttl_seconds`` expires, all its keys with it, after
+    that long without a write: every commit starts the time again.
+    """
+    ttl = info.get("ttl_seconds")
+    return 0 if ttl is None else max(1, round(float(ttl) * 1000))
 
 
 class QuotaReached(Exception):
@@ -286,4 +296,5 @@ __all__ = [
     "StreamRecord",
     "StreamSummary",
     "Subscription",
+    "ttl_ms",
 ]

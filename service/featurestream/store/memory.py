@@ -9,8 +9,10 @@ in-process broadcaster. Nothing survives the process.
 
 from __future__ import annotations
 
+import math
+import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +27,7 @@ from featurestream.store.base import (
     StreamRecord,
     StreamSummary,
     Subscription,
+    ttl_ms,
 )
 
 
@@ -44,6 +47,10 @@ class _Stream:
     response_bytes: int = 0
     names: set[str] = field(default_factory=set)
     last_commit: str = ""
+    # A stream with a time to live expires at ``expires`` (the store's clock); each
+    # commit sets it again.
+    ttl: float | None = None
+    expires: float = math.inf
 
     def store_response(self, key: tuple[str, int], response: bytes) -> None:
         self.drop_response(key)
@@ -72,6 +79,8 @@ class InMemoryStore:
         self._replay_bytes = replay_bytes
         self._event_retention = event_retention
         self._broadcaster = Broadcaster()
+        #: The clock of expiries (seconds, monotonic).
+        self.clock: Callable[[], float] = time.monotonic
 
     async def open(self) -> None:
         return None
@@ -83,10 +92,18 @@ class InMemoryStore:
         return True
 
     def _get(self, stream_id: str) -> _Stream:
+        self._expire(stream_id)
         try:
             return self._streams[stream_id]
         except KeyError:
             raise StreamNotFound(stream_id) from None
+
+    def _expire(self, stream_id: str) -> None:
+        """Drop the stream if its time to live ran out (checked on every access)."""
+        s = self._streams.get(stream_id)
+        if s is not None and s.expires <= self.clock():
+            del self._streams[stream_id]
+            self._tenants.get(s.info.get("tenant"), set()).discard(stream_id)
 
     async def create(
         self,
@@ -101,15 +118,21 @@ class InMemoryStore:
         tenant: str | None = None,
         quota: int | None = None,
     ) -> None:
+        self._expire(stream_id)
         if stream_id in self._streams:
             raise StreamExists(stream_id)
         owned = self._tenants.setdefault(tenant, set())
+        for sid in list(owned):  # expired streams count for nothing
+            self._expire(sid)
         if quota is not None and len(owned) >= quota:
             raise QuotaReached(tenant, quota)
         owned.add(stream_id)
-        self._streams[stream_id] = _Stream(
-            dict(info), incarnation, 0, blob, created_at, selection, status
-        )
+        s = _Stream(dict(info), incarnation, 0, blob, created_at, selection, status)
+        ttl = ttl_ms(info)
+        if ttl:
+            s.ttl = ttl / 1000
+            s.expires = self.clock() + s.ttl
+        self._streams[stream_id] = s
 
     async def load(self, stream_id: str) -> StreamRecord:
         s = self._get(stream_id)
@@ -149,6 +172,8 @@ class InMemoryStore:
             del s.events[: -self._event_retention]
             s.names.update(commit.names)
         s.last_commit = commit.commit_id
+        if s.ttl is not None:
+            s.expires = self.clock() + s.ttl
         if commit.producer is not None and pairs:
             for seq, response in pairs:
                 s.store_response((commit.producer, seq), response)
@@ -172,9 +197,12 @@ class InMemoryStore:
         return self._get(stream_id).responses.get((producer, seq))
 
     async def list_streams(self, tenant: str | None = None) -> list[StreamSummary]:
+        for k in list(self._tenants.get(tenant, ())):
+            self._expire(k)
         return [await self.summary(k) for k in sorted(self._tenants.get(tenant, ()))]
 
     async def delete(self, stream_id: str) -> bool:
+        self._expire(stream_id)
         s = self._streams.pop(stream_id, None)
         if s is None:
             return False

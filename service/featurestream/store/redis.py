@@ -65,6 +65,7 @@ from featurestream.store.base import (
     StreamRecord,
     StreamSummary,
     Subscription,
+    ttl_ms,
 )
 from featurestream.store.keys import (
     index_key,
@@ -114,7 +115,7 @@ STALE_CHECK_INTERVAL = 10.0
 # KEYS[1] meta  KEYS[2] state  KEYS[3] events  KEYS[4] producers  KEYS[5] responses
 # KEYS[6] names
 # ARGV[1] info JSON  ARGV[2] incarnation  ARGV[3] state blob  ARGV[4] created_at
-# ARGV[5] selection JSON  ARGV[6] status JSON
+# ARGV[5] selection JSON  ARGV[6] status JSON  ARGV[7] time to live in ms ('0': none)
 # Returns 1 when created, 0 when the stream already exists. A retried call that finds
 # its own incarnation returns 1 again.
 CREATE_LUA = """
@@ -124,8 +125,13 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 redis.call('HSET', KEYS[1], 'info', ARGV[1], 'incarnation', ARGV[2], 'version', 0,
-           'updated_at', ARGV[4], 'selection', ARGV[5], 'status', ARGV[6], 'commit_id', '')
+           'updated_at', ARGV[4], 'selection', ARGV[5], 'status', ARGV[6], 'commit_id', '',
+           'ttl_ms', ARGV[7])
 redis.call('SET', KEYS[2], ARGV[3])
+if tonumber(ARGV[7]) > 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[7])
+  redis.call('PEXPIRE', KEYS[2], ARGV[7])
+end
 return 1
 """
 
@@ -146,9 +152,11 @@ return 1
 # writes nothing. A commit whose id is already recorded returns the current version (a
 # retried call). Every commit records its id as the last commit id. The stored
 # responses are trimmed to the replay window per producer, then to the replay bytes per
-# stream, oldest first (never those of this commit).
+# stream, oldest first (never those of this commit). A stream created with a time to live
+# ('ttl_ms' in its meta) has the expiry of every key set again to it by each commit.
 COMMIT_LUA = """
-local meta = redis.call('HMGET', KEYS[1], 'version', 'incarnation', 'commit_id', 'replay_bytes')
+local meta = redis.call('HMGET', KEYS[1], 'version', 'incarnation', 'commit_id', 'replay_bytes',
+                        'ttl_ms')
 if not meta[1] then return -2 end
 if meta[2] == ARGV[2] and meta[3] == ARGV[1] then return tonumber(meta[1]) end
 if meta[2] ~= ARGV[2] or tonumber(meta[1]) ~= tonumber(ARGV[3])
@@ -216,6 +224,10 @@ if ARGV[10] ~= '' and pairs_n > 0 then
   redis.call('HSET', KEYS[4], ARGV[10], ARGV[16 + 2 * pairs_n])
 end
 if ARGV[15] == '1' and ARGV[14] ~= '' then redis.call('PUBLISH', ARGV[13], ARGV[14]) end
+local ttl = tonumber(meta[5] or '0') or 0
+if ttl > 0 then
+  for k = 1, #KEYS do redis.call('PEXPIRE', KEYS[k], ttl) end
+end
 return v
 """
 
@@ -564,7 +576,15 @@ class RedisStore:
             await self._redis.sadd(indexed_key(self._prefix), stream_id)
             created = await self._create(
                 keys=list(k.all()),
-                args=[json.dumps(info), incarnation, blob, created_at, selection, status],
+                args=[
+                    json.dumps(info),
+                    incarnation,
+                    blob,
+                    created_at,
+                    selection,
+                    status,
+                    ttl_ms(info),
+                ],
             )
             if created:
                 # Again: a delete of the same id may have removed the reservation meanwhile.

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
+from fastapi.responses import JSONResponse
 
 from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath, TenantDep
 from featurestream.api.schemas import (
+    LABELS_MAX,
     AlgorithmPublic,
     AlgorithmsPublic,
     StreamCreate,
@@ -14,7 +18,7 @@ from featurestream.api.schemas import (
 )
 from featurestream.api.tenancy import scoped_id
 from featurestream.engine import new_stream_id, wire
-from featurestream.errors import StreamNotFound
+from featurestream.errors import InvalidInput, StreamNotFound
 
 router = APIRouter(prefix="/v1", tags=["streams"], dependencies=AUTHENTICATED)
 
@@ -27,9 +31,7 @@ async def list_algorithms(engine: EngineDep) -> AlgorithmsPublic:
 
 
 @router.post("/streams", status_code=201, response_model=StreamPublic)
-async def create_stream(
-    body: StreamCreate, engine: EngineDep, tenant: TenantDep, response: Response
-) -> StreamPublic:
+async def create_stream(body: StreamCreate, engine: EngineDep, tenant: TenantDep) -> JSONResponse:
     public = body.id or new_stream_id()
     created = await engine.create(
         stream_id=scoped_id(tenant, public),
@@ -39,21 +41,46 @@ async def create_stream(
         params=body.params,
         target=body.target,
         feature_names=body.feature_names,
+        labels=body.labels,
+        ttl_seconds=body.ttl_seconds,
     )
-    response.headers["Location"] = f"/v1/streams/{created.id}"
-    return StreamPublic(**wire.stream(created))
+    return JSONResponse(
+        StreamPublic(**wire.stream(created)).document(),
+        status_code=201,
+        headers={"Location": f"/v1/streams/{created.id}"},
+    )
 
 
 @router.get("/streams", response_model=StreamsPublic)
-async def list_streams(engine: EngineDep, tenant: TenantDep) -> StreamsPublic:
-    return StreamsPublic(
-        streams=[StreamPublic(**wire.stream(s)) for s in await engine.list(tenant)]
-    )
+async def list_streams(
+    engine: EngineDep,
+    tenant: TenantDep,
+    label: Annotated[
+        list[str] | None,
+        Query(
+            description="Only the streams with this label, as key:value (repeat: all of them).",
+            max_length=LABELS_MAX,
+        ),
+    ] = None,
+) -> JSONResponse:
+    wanted: dict[str, str] = {}
+    for pair in label or ():
+        key, sep, value = pair.partition(":")
+        if not sep or not key:
+            raise InvalidInput(f"label must be key:value; got {pair!r}.", field="label")
+        wanted[key] = value
+    streams = [
+        StreamPublic(**wire.stream(s, names=False)).document()
+        for s in await engine.list(tenant)
+        if all((s.labels or {}).get(k) == v for k, v in wanted.items())
+    ]
+    return JSONResponse({"streams": streams})
 
 
 @router.get("/streams/{stream_id}", response_model=StreamPublic)
-async def get_stream(stream_id: StreamIdPath, engine: EngineDep) -> StreamPublic:
-    return StreamPublic(**wire.stream(await engine.get(stream_id)))
+async def get_stream(stream_id: StreamIdPath, engine: EngineDep) -> JSONResponse:
+    # The model checks and documents the resource; the extras it lacks are left out.
+    return JSONResponse(StreamPublic(**wire.stream(await engine.get(stream_id))).document())
 
 
 @router.delete("/streams/{stream_id}", status_code=204, response_class=Response)

@@ -27,8 +27,9 @@ from featurestream.errors import (
 def not_instances(stream_id: str, kind: str) -> WrongStreamKind:
     """The refusal of a frame sent to a feature stream."""
     return WrongStreamKind(
-        f"Stream {stream_id!r} is a {kind} stream: its WebSocket only sends "
-        "selection messages; frames of instances are for instance streams.",
+        f"Stream {stream_id!r} is a feature stream: its WebSocket only sends "
+        "selection messages; frames of instances are for instance streams. Send it feature "
+        "columns: POST /v1/streams/ID/features (SDK: Stream.add_features).",
         stream_id=stream_id,
         kind=kind,
     )
