@@ -330,7 +330,7 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
         default=os.environ.get("FEATURESTREAM_API_KEY"),
         help="Bearer key, when the server requires one (default $FEATURESTREAM_API_KEY).",
     )
-    p.add_argument("--timeout", type=float, default=30.0, help="Seconds to wait for the server.")
+    p.add_argument("--timeout", type=float, default=60.0, help="Seconds to wait for the server.")
     p.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
 
 

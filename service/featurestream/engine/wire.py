@@ -46,6 +46,7 @@ from featurestream.errors import (
     PayloadTooLarge,
     QuotaExceeded,
     RequestTimeout,
+    RequestTooExpensive,
     SeqReused,
     SequenceConflict,
     StoreFull,
@@ -278,6 +279,7 @@ PROBLEMS: dict[type[FeatureStreamError], tuple[int, str, str]] = {
     Unauthorized: (401, "unauthorized", "Unauthorized"),
     PayloadTooLarge: (413, "payload-too-large", "Payload too large"),
     LimitExceeded: (413, "limit-exceeded", "Limit exceeded"),
+    RequestTooExpensive: (413, "request-too-expensive", "Request too expensive"),
     QuotaExceeded: (429, "quota-exceeded", "Quota exceeded"),
     RequestTimeout: (408, "request-timeout", "Request timeout"),
     UnsupportedMediaType: (415, "unsupported-media-type", "Unsupported media type"),
@@ -350,7 +352,8 @@ def problem(p: Problem) -> Document:
     "unknown 'a\\\\udcda'"
     """
     doc = {"type": p.type, "title": p.title, "status": p.status, "detail": p.detail, **p.extra}
-    return _encodable(doc)
+    encoded: Document = _encodable(doc)
+    return encoded
 
 
 def _encodable(value: Any) -> Any:

@@ -385,6 +385,7 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
         decisions: list[Decision] = []
         accepted_total = 0
         for j, name in enumerate(names):
+            self.checkpoint(j)
             i += 1
             alpha_i = wealth / (2 * i)
             if constant[j]:

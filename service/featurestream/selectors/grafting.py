@@ -214,6 +214,7 @@ class Grafting(FeatureSelector[GraftingParams, GraftingState]):
         accepted_total = 0
         evicted_total = 0
         for j, name in enumerate(names):
+            self.checkpoint(j)
             if constant[j]:
                 decisions.append(Decision(name, False, Reason.CONSTANT))
                 continue

@@ -276,6 +276,7 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
         decisions: list[Decision] = []
         start = 0
         while start < len(names):
+            self.checkpoint(start)
             # Groups are contiguous (check_groups), so a run of equal names is one group.
             stop = start + 1
             while stop < len(names) and group_of[stop] == group_of[start]:

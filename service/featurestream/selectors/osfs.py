@@ -123,6 +123,7 @@ class _BCF:
 
     def __init__(self, sel: _OSFSBase, state: OSFSState) -> None:
         self.sel = sel
+        self.done = 0  # columns of the batch complete
         self.names: list[str] = list(state.selected)
         self.dep: list[float] = state.dep.tolist()
         self.keys: list[int] = list(range(len(self.names)))
@@ -169,6 +170,8 @@ class _BCF:
         """test(x, y | Z) says independent or is not testable (positions in BCF)."""
         self.tests += 1
         sel = self.sel
+        # One column may run many tests: the caller may stop the batch between them.
+        sel.checkpoint(self.done)
         p = sel.params
         if sel.discrete:
             method: Method = "g2" if p.test == "g2" else "chi2"
@@ -317,6 +320,8 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
         accepted_total = 0
         evicted_total = 0
         for i, name in enumerate(names):
+            self.checkpoint(i)
+            bcf.done = i
             dep_f = float(dep_new[i])
             score = dep_f if np.isfinite(dep_f) else None
             if constant[i]:

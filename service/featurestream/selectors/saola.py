@@ -197,6 +197,7 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
         accepted_total = 0
 
         for i, name in enumerate(names):
+            self.checkpoint(i)
             dep_f = float(dep_new[i])
             if constant[i]:
                 decisions.append(Decision(name, False, Reason.CONSTANT, score=None))
