@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
-from featurestream_client import Client
+from featurestream_client import Client, ConnectionFailed, RetryPolicy
 from tests.support import ServeProcess
 
 BUDGET = 3.0
@@ -143,3 +143,33 @@ def test_a_websocket_frame_over_the_budget_is_refused_and_the_sdk_splits_it(
         batches = [e for e in s.iter_events() if e.type == "batch"]
         assert sum(e.raw["instances"] for e in batches) == m
         assert len(batches) > 1, f"one frame of {m} rows fit the budget ({took:.1f} s)"
+
+
+@pytest.fixture
+def unbounded_server(redis_url: str, key_prefix: str) -> Iterator[ServeProcess]:
+    """A server with the budget off (0): a long request runs to its end."""
+    yield from serve(redis_url, key_prefix, 0)
+
+
+def test_a_timed_out_write_says_its_outcome_is_unknown_and_resending_is_safe(
+    unbounded_server: ServeProcess, digits: tuple[np.ndarray, np.ndarray]
+) -> None:
+    X, y = digits
+    once = RetryPolicy.never()
+    with Client(unbounded_server.url, timeout=0.5, retry=once) as c:
+        s = c.create_stream("osfs", target=y, params={"test": "g2"})
+        with pytest.raises(ConnectionFailed) as exc:
+            s.add_features(X.T, names=NAMES)
+        text = str(exc.value)
+        assert "no answer within the client's timeout of 0.5 s" in text
+        assert exc.value.outcome_unknown and "Retrying the same write is safe" in text
+    # A WebSocket frame that gets no answer in time says the same of its frames.
+    rng = np.random.default_rng(3)
+    with Client(unbounded_server.url, timeout=0.2, retry=once) as c:
+        f = c.create_stream(
+            "fsds", feature_names=[f"c{i}" for i in range(300)], params={"num_features": 5}
+        )
+        with pytest.raises(ConnectionFailed) as exc:
+            f.stream_instances(rng.standard_normal((6_000, 300)), batch_size=6_000)
+        assert exc.value.outcome_unknown and "seq 1" in str(exc.value)
+        assert "may have been applied" in str(exc.value)
