@@ -23,7 +23,7 @@ from featurestream_client._base import DEFAULT_URL
 from featurestream_client._files import CliError, Matrix, load_table, split_target
 from featurestream_client.client import Client
 from featurestream_client.errors import ConnectionFailed, FeatureStreamError, type_suffix
-from featurestream_client.models import Selection
+from featurestream_client.models import Algorithm, Selection
 
 
 class Progress:
@@ -81,14 +81,35 @@ def _selection_json(selection: Selection) -> list[dict[str, Any]]:
     return [{"name": f.name, "score": f.score, "group": f.group} for f in selection.features]
 
 
-def _selection_table(selection: Selection) -> str:
-    groups = any(f.group is not None for f in selection.features)
-    headers = ["#", "name", "score"] + (["group"] if groups else [])
+def _score_header(algorithm: Algorithm | None, params: dict[str, Any] | None) -> str:
+    """The score column's title: what the score means and which end is best."""
+    kind = None if algorithm is None else algorithm.score_kind_for(params)
+    if algorithm is None or kind is None:
+        return "score"
+    if algorithm.score_by_magnitude:
+        return f"score ({kind}, largest |score| first)"
+    return f"score ({kind}, {'highest' if algorithm.higher_is_better else 'lowest'} first)"
+
+
+def _selection_table(
+    selection: Selection, algorithm: Algorithm | None = None, params: dict[str, Any] | None = None
+) -> str:
+    """The selection, best score first (as the algorithm ranks its scores), numbered."""
+    features = list(selection.features) if algorithm is None else algorithm.rank(selection.features)
+    groups = any(f.group is not None for f in features)
+    headers = ["#", "name", _score_header(algorithm, params)] + (["group"] if groups else [])
     rows = [
         [i, f.name, f.score] + ([f.group] if groups else [])
-        for i, f in enumerate(selection.features, start=1)
+        for i, f in enumerate(features, start=1)
     ]
     return _table(headers, rows)
+
+
+def _algorithm_of(client: Client, stream_id: str) -> tuple[Algorithm | None, dict[str, Any]]:
+    """The catalogue entry of a stream's algorithm, and the stream's parameters."""
+    info = client.stream(stream_id).refresh()
+    by_name = {a.name: a for a in client.algorithms()}
+    return by_name.get(info.algorithm), dict(info.params)
 
 
 def _group_columns(names: list[str], sep: str | None) -> dict[str, list[int]] | None:
@@ -190,6 +211,8 @@ def _replay(args: argparse.Namespace) -> int:
                 "algorithm": args.algorithm,
                 "kind": algorithm.kind,
                 "version": selection.version,
+                "score_kind": algorithm.score_kind_for(params),
+                "higher_is_better": algorithm.higher_is_better,
                 "selected": _selection_json(selection),
             }
         )
@@ -201,19 +224,22 @@ def _replay(args: argparse.Namespace) -> int:
             f"stream {stream.id} ({args.algorithm}, {total}), version {selection.version}: "
             f"{len(selection.features)} selected"
         )
-        print(_selection_table(selection))
+        print(_selection_table(selection, algorithm, params))
     return 0
 
 
 def _selected(args: argparse.Namespace) -> int:
     with _client(args) as client:
         selection = client.stream(args.stream_id).selected()
+        algorithm, params = _algorithm_of(client, args.stream_id)
     if args.json:
         _print_json(
             {
                 "stream": args.stream_id,
                 "version": selection.version,
                 "updated_at": selection.updated_at,
+                "score_kind": None if algorithm is None else algorithm.score_kind_for(params),
+                "higher_is_better": None if algorithm is None else algorithm.higher_is_better,
                 "features": _selection_json(selection),
             }
         )
@@ -222,7 +248,7 @@ def _selected(args: argparse.Namespace) -> int:
             f"stream {args.stream_id}, version {selection.version}: "
             f"{len(selection.features)} selected"
         )
-        print(_selection_table(selection))
+        print(_selection_table(selection, algorithm, params))
     return 0
 
 

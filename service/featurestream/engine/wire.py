@@ -259,6 +259,12 @@ def algorithm(a: AlgorithmInfo) -> Document:
         "defaults": a.defaults,
         "supports_groups": a.supports_groups,
         "supervised": a.supervised,
+        "score_kind": a.score_kind,
+        "higher_is_better": a.higher_is_better,
+        "score_by_magnitude": a.score_by_magnitude,
+        "score_kind_by": a.score_kind_by,
+        "decision_score_kind": a.decision_score_kind,
+        "decision_higher_is_better": a.decision_higher_is_better,
     }
 
 

@@ -16,7 +16,7 @@ a C-contiguous float64 array of shape ``(b, n)`` (see ``stats/columns.py``).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar, Generic, Literal, Self, TypeVar
 
@@ -35,7 +35,7 @@ from featurestream.selectors.checks import (
 
 # Decision and InstanceUpdate are also re-exported from here for older imports;
 # new code imports them from the package.
-from featurestream.selectors.decisions import Decision, InstanceUpdate, SelectedFeature
+from featurestream.selectors.decisions import Decision, InstanceUpdate, ScoreKind, SelectedFeature
 from featurestream.selectors.params import Params
 
 # Largest dense block (float64 elements, 128 MiB) a sparse batch is expanded to at once.
@@ -67,6 +67,10 @@ class Selector(ABC, Generic[P, S]):
     state_type: ClassVar[type[Any]]
     # State fields that status() reports after the shared counters, in this order.
     status_fields: ClassVar[tuple[str, ...]] = ()
+    # What the scores of the selection mean: ``score``, or, when a parameter decides
+    # it, ``score_by`` = (that parameter, {its value: ScoreKind}).
+    score: ClassVar[ScoreKind]
+    score_by: ClassVar[tuple[str, Mapping[str, ScoreKind]] | None] = None
 
     def __init__(self, params: P, state: S) -> None:
         self.params = params
@@ -125,6 +129,19 @@ class Selector(ABC, Generic[P, S]):
         return {**self.counters(), **{k: getattr(s, k) for k in self.status_fields}}
 
     @classmethod
+    def score_kind(cls, params: Params) -> ScoreKind:
+        """What the scores of the selection mean with ``params``."""
+        if cls.score_by is not None:
+            name, kinds = cls.score_by
+            return kinds[getattr(params, name)]
+        return cls.score
+
+    @classmethod
+    def decision_score_kind(cls, params: Params) -> ScoreKind | None:
+        """What the scores of the decisions mean (None: this kind of stream has none)."""
+        return None
+
+    @classmethod
     def test_params(cls) -> list[dict[str, Any]]:
         """Parameter sets the generic contract suite runs this selector with."""
         return [{}]
@@ -149,6 +166,12 @@ class FeatureSelector(Selector[P, S]):
     accepts_sparse: ClassVar[bool] = False
     # The State's per-member scores, parallel to ``selected``.
     score_field: ClassVar[str] = "dep"
+    # What a decision's score means, when not what the selection's does (Grafting).
+    decision_score: ClassVar[ScoreKind | None] = None
+
+    @classmethod
+    def decision_score_kind(cls, params: Params) -> ScoreKind | None:
+        return cls.decision_score or cls.score_kind(params)
 
     @classmethod
     def start(cls, params: P, y: npt.ArrayLike) -> Self:

@@ -26,7 +26,14 @@ import numpy.typing as npt
 
 from featurestream.errors import InvalidInput
 from featurestream.selectors.base import JSON, FeatureSelector, Matrix, Vector
-from featurestream.selectors.decisions import Decision, Eviction, Reason, SelectedFeature
+from featurestream.selectors.decisions import (  # scores
+    TEST_SCORES,
+    Decision,
+    Eviction,
+    Reason,
+    ScoreKind,
+    SelectedFeature,
+)
 from featurestream.selectors.params import Constraint, Params
 from featurestream.selectors.saola import SAOLAParams
 from featurestream.stats.columns import (
@@ -49,6 +56,12 @@ class GroupSAOLAParams(Params):
     algorithm: ClassVar[str] = "group-SAOLA"
     constraints: ClassVar[dict[str, Constraint]] = {
         key: SAOLAParams.constraints[key] for key in ("test", "alpha", "delta")
+    }
+    descriptions: ClassVar[dict[str, str]] = {
+        "test": "`fisher_z`: Fisher's z test of the correlation (continuous data); `su`: "
+        "symmetrical uncertainty (discrete codes)",
+        "alpha": "significance level of the Fisher z tests (`fisher_z` only)",
+        "delta": "relevance threshold: features with SU <= delta are irrelevant (`su` only)",
     }
 
     test: str = "fisher_z"
@@ -143,6 +156,8 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
     """
 
     name: ClassVar[str] = "group_saola"
+    score: ClassVar[ScoreKind] = TEST_SCORES["fisher_z"]
+    score_by = ("test", {t: TEST_SCORES[t] for t in ("fisher_z", "su")})
     params_type: ClassVar[type[Params]] = GroupSAOLAParams
     state_type: ClassVar[type[Any]] = GroupSAOLAState
     uses_groups: ClassVar[bool] = True

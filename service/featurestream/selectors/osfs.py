@@ -40,7 +40,13 @@ import numpy as np
 import numpy.typing as npt
 
 from featurestream.selectors.base import FeatureSelector, Matrix, Vector
-from featurestream.selectors.decisions import Decision, Eviction, Reason
+from featurestream.selectors.decisions import (  # scores
+    TEST_SCORES,
+    Decision,
+    Eviction,
+    Reason,
+    ScoreKind,
+)
 from featurestream.selectors.params import Interval, Params, StrOptions
 from featurestream.stats.columns import is_constant_rows, row_dots, standardize_rows
 from featurestream.stats.discrete import Method, ci_test_codes
@@ -69,6 +75,12 @@ class OSFSParams(Params):
         # Each search may try sum_k C(|B|, k) sets: an unbounded size is a way to
         # stall the server, and LOFS's default is 3.
         "max_k": Interval(int, 0, 10, "both"),
+    }
+    descriptions: ClassVar[dict[str, str]] = {
+        "test": "the conditional independence test",
+        "alpha": "significance level of every test",
+        "max_k": "largest conditioning set; 0 keeps every relevant feature (capped at 10: the "
+        "number of sets grows combinatorially)",
     }
 
     test: str = "fisher_z"
@@ -216,6 +228,9 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
     """Machinery shared by OSFS and Fast-OSFS; subclasses define ``_redundancy``."""
 
     params_type: ClassVar[type[Params]] = OSFSParams
+
+    score: ClassVar[ScoreKind] = TEST_SCORES["fisher_z"]
+    score_by = ("test", {t: TEST_SCORES[t] for t in ("fisher_z", "g2", "chi2")})
     state_type: ClassVar[type[Any]] = OSFSState
     status_fields: ClassVar[tuple[str, ...]] = ("tests_performed",)
 

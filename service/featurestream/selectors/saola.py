@@ -21,7 +21,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from featurestream.selectors.base import FeatureSelector, Matrix, Vector
-from featurestream.selectors.decisions import Decision, Eviction, Reason
+from featurestream.selectors.decisions import (  # scores
+    TEST_SCORES,
+    Decision,
+    Eviction,
+    Reason,
+    ScoreKind,
+)
 from featurestream.selectors.params import Interval, NoneOr, Params, StrOptions
 from featurestream.stats.entropy import su_dependence, su_relevance
 from featurestream.stats.fisher_z import fisher_z_dependence, fisher_z_independent
@@ -39,6 +45,16 @@ class SAOLAParams(Params):
         "delta": Interval(float, 0.0, 1.0, "left"),
         "bound": StrOptions(("saola", "max")),
         "max_features": NoneOr(Interval(int, 1, None, "left")),
+    }
+    descriptions: ClassVar[dict[str, str]] = {
+        "test": "`fisher_z`: Fisher's z test of the correlation (continuous data); `su`: "
+        "symmetrical uncertainty (discrete codes)",
+        "alpha": "significance level of the Fisher z tests (`fisher_z` only)",
+        "delta": "relevance threshold: features with SU <= delta are irrelevant (`su` only)",
+        "bound": "`max` (SAOLA-max) compares t with max(dep_f, dep_g) in both tests: fewer "
+        "features are found redundant",
+        "max_features": "keep at most this many features, the most relevant (evictions have reason "
+        "`max_features`)",
     }
 
     test: str = "fisher_z"
@@ -115,6 +131,8 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
     """
 
     name: ClassVar[str] = "saola"
+    score: ClassVar[ScoreKind] = TEST_SCORES["fisher_z"]
+    score_by = ("test", {t: TEST_SCORES[t] for t in ("fisher_z", "su")})
     params_type: ClassVar[type[Params]] = SAOLAParams
     state_type: ClassVar[type[Any]] = SAOLAState
 
