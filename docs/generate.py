@@ -345,6 +345,17 @@ def _errors(lines: list[str]) -> None:
         "`410` `/problems/history-trimmed` with `oldest_version`; without `after` it starts",
         "at the oldest event kept.",
         "",
+        "`request-too-expensive` (413): the selector's work on the request went beyond",
+        "the server's time budget (`request_time_budget`, 30 s by default). Nothing of it",
+        "was applied (no version, no event, the `seq` stays free) and the work stopped",
+        "with the answer, which comes within about the budget. `completed` says how many",
+        "of its items (`unit`: `columns` or `instances`) were done within the budget, of",
+        "`total`; `budget_seconds` is the budget. Split the request: pieces of",
+        "`completed` items (at least one) should fit. A WebSocket frame over the budget",
+        "gets the same problem in its `error` and uses up its seq, like any refused",
+        "frame. The Python client splits and resends by itself (each piece with its own",
+        "`seq`, so nothing is applied twice).",
+        "",
     ]
 
 

@@ -51,7 +51,7 @@ class _Base(Generic[HttpT, TransportT]):
         url: str = DEFAULT_URL,
         *,
         api_key: str | None = None,
-        timeout: float | httpx.Timeout = 30.0,
+        timeout: float | httpx.Timeout = 60.0,
         retry: RetryPolicy | None = None,
         chunk_columns: int = 2000,
         chunk_bytes: int = 8 * 1024 * 1024,
@@ -116,9 +116,14 @@ class _Base(Generic[HttpT, TransportT]):
         )
 
     def _connection_failed(self, call: Call, exc: Exception, attempt: int) -> ConnectionFailed:
+        why = f"{type(exc).__name__}: {exc}".rstrip(": ")
+        if isinstance(exc, httpx.TimeoutException):
+            # The server may still be working on it: say how long the client waited.
+            t = self._recv_timeout
+            within = "in time" if t is None else f"within the client's timeout of {t:g} s"
+            why = f"no answer {within} ({why})"
         err = ConnectionFailed(
-            f"{call.method} {self.url}{call.path} failed after {attempt} attempt(s): "
-            f"{type(exc).__name__}: {exc}".rstrip(": ")
+            f"{call.method} {self.url}{call.path} failed after {attempt} attempt(s): {why}"
         )
         err.attempts = attempt
         return err

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import deque
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -28,6 +29,7 @@ from featurestream_client import _data, _groups
 from featurestream_client.errors import (
     FeatureStreamError,
     InvalidInput,
+    RequestTooExpensive,
     SeqReused,
     SequenceConflict,
     StreamExists,
@@ -336,6 +338,10 @@ class StreamCore:
             self.producer.next_seq = None
             raise
         except FeatureStreamError as exc:
+            if isinstance(exc, RequestTooExpensive):
+                # The server classifies the seq before doing any work: a write over its
+                # time budget was not applied, on this try or an earlier one.
+                raise
             if isinstance(exc, SequenceConflict):
                 # Out of step: learn the next seq from the server before writing again.
                 self.producer.next_seq = None
@@ -411,6 +417,7 @@ class StreamCore:
                 lambda c, seq: _data.features_body(cols, c, self.producer.name, seq),
                 FeaturesResult.from_json,
                 FeaturesResult.combine,
+                _data.split_chunk,
             )
         )
 
@@ -436,6 +443,7 @@ class StreamCore:
                 lambda b, seq: _groups.groups_body(b, self.producer.name, seq),
                 FeaturesResult.from_json,
                 FeaturesResult.combine,
+                _groups.split_groups,
             )
         )
 
@@ -473,6 +481,7 @@ class StreamCore:
                 lambda c, seq: _data.instances_body(data, c, self.producer.name, seq),
                 InstancesResult.from_json,
                 InstancesResult.combine,
+                _data.split_chunk,
             )
         )
 
@@ -498,16 +507,29 @@ class StreamCore:
         body_of: Callable[[C, int], Any],
         parse: Callable[[Mapping[str, Any], bool], R],
         combine: Callable[[Sequence[R]], R],
+        split: Callable[[C, int], list[C]],
     ) -> Op[R]:
         """POST each chunk in order (its body built for its seq) and combine the results.
 
-        A failure carries what the chunks before it did as ``exc.partial``.
+        A chunk the server finds over its time budget (413 request-too-expensive:
+        nothing of it applied) is sent again in smaller pieces, in order, each with
+        its own seq: ``split(chunk, completed)`` cuts it. A failure carries what the
+        chunks before it did as ``exc.partial``.
         """
         path = stream_path(self.id, suffix)
         parts: list[R] = []
-        for chunk in chunks:
+        todo = deque(chunks)
+        while todo:
+            chunk = todo.popleft()
             try:
                 reply = yield from self.write_op(partial(_post_call, path, body_of, chunk))
+            except RequestTooExpensive as exc:
+                pieces = split(chunk, exc.completed)
+                if len(pieces) > 1:
+                    todo.extendleft(reversed(pieces))
+                    continue
+                exc.partial = combine(parts)
+                raise
             except FeatureStreamError as exc:
                 exc.partial = combine(parts)
                 raise

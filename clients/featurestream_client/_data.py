@@ -238,6 +238,26 @@ class Chunk:
     stop: int
 
 
+def split_chunk(chunk: Chunk, completed: int) -> list[Chunk]:
+    """A range the server found over its time budget, cut into smaller consecutive ranges.
+
+    Each piece holds ``completed`` items (what the server got through within the
+    budget), at most half the range and at least one; a single item cannot be cut.
+
+    >>> [(c.start, c.stop) for c in split_chunk(Chunk(0, 10), 3)]
+    [(0, 3), (3, 6), (6, 9), (9, 10)]
+    >>> split_chunk(Chunk(4, 7), 0)
+    [Chunk(start=4, stop=6), Chunk(start=6, stop=7)]
+    >>> split_chunk(Chunk(4, 5), 0)
+    []
+    """
+    size = chunk.stop - chunk.start
+    if size <= 1:
+        return []
+    piece = max(1, min(completed, (size + 1) // 2))
+    return [Chunk(lo, min(chunk.stop, lo + piece)) for lo in range(chunk.start, chunk.stop, piece)]
+
+
 def plan_chunks(
     cols: Columns, max_columns: int, max_bytes: int, max_header_bytes: int
 ) -> list[Chunk]:
@@ -509,4 +529,5 @@ __all__ = [
     "plan_chunks",
     "plan_rows",
     "refuse_row_shapes",
+    "split_chunk",
 ]

@@ -96,6 +96,30 @@ def plan_groups(groups: Sequence[Group], max_columns: int, max_bytes: int) -> li
     return out
 
 
+def split_groups(groups: list[Group], completed: int) -> list[list[Group]]:
+    """Groups the server found over its time budget, cut into requests of whole groups.
+
+    Each request holds at most ``completed`` columns (what the server got through
+    within the budget) and half of them, yet at least one group; one group
+    cannot be cut (it is decided as a whole).
+    """
+    if len(groups) <= 1:
+        return []
+    total = sum(g.cols.n_cols for g in groups)
+    limit = max(1, min(completed, (total + 1) // 2))
+    out: list[list[Group]] = []
+    current: list[Group] = []
+    columns = 0
+    for g in groups:
+        if current and columns + g.cols.n_cols > limit:
+            out.append(current)
+            current, columns = [], 0
+        current.append(g)
+        columns += g.cols.n_cols
+    out.append(current)
+    return out
+
+
 def groups_body(groups: Sequence[Group], producer: str, seq: int) -> Body:
     body = {
         "producer": producer,
@@ -111,4 +135,4 @@ def groups_body(groups: Sequence[Group], producer: str, seq: int) -> Body:
     return Body(dumps(body), {"Content-Type": "application/json"})
 
 
-__all__ = ["Group", "as_groups", "group_bytes", "groups_body", "plan_groups"]
+__all__ = ["Group", "as_groups", "group_bytes", "groups_body", "plan_groups", "split_groups"]

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from featurestream_client import _core, _data, ws
 from featurestream_client._core import StreamCore
 from featurestream_client._steps import Close, Connect, Emit, Flow, Poll, Recv, Send, Sleep
-from featurestream_client.errors import ConnectionFailed
+from featurestream_client.errors import ConnectionFailed, FeatureStreamError
 from featurestream_client.models import InstancesResult, Selection
 from featurestream_client.retry import RetryPolicy
 
@@ -80,6 +80,10 @@ def stream_instances_op(
     )
     try:
         yield from _feed_op(core, feed, retry, recv_timeout)
+    except FeatureStreamError as exc:
+        if feed.pending:
+            _frames_unknown(exc, core.producer.name, list(feed.pending))
+        raise
     finally:
         # Frames without an answer may or may not have been applied: learn the
         # next seq from the server before the next write.
@@ -88,6 +92,19 @@ def stream_instances_op(
         feed.failure.partial = feed.result()
         raise feed.failure
     return feed.result()
+
+
+def _frames_unknown(exc: FeatureStreamError, producer: str, seqs: list[int]) -> None:
+    """Say in ``exc`` that frames without an answer may have been applied, and how to tell."""
+    shown = f"{seqs[0]}" if len(seqs) == 1 else f"{seqs[0]} to {seqs[-1]}"
+    exc.detail = exc.detail.rstrip() + (
+        f" The outcome of the frames without an answer (producer {producer!r}, seq {shown}) "
+        "is unknown: they may have been applied. The stream's event log says which were "
+        "(each frame's batch event carries its seq); the next write of this handle first "
+        "asks the server for the producer's next seq, so nothing is applied twice."
+    )
+    exc.args = (exc.detail,)
+    exc.outcome_unknown = True
 
 
 def _feed_op(

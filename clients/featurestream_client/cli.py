@@ -89,14 +89,35 @@ def _selection_json(selection: Selection) -> list[dict[str, Any]]:
     return [{"name": f.name, "score": f.score, "group": f.group} for f in selection.features]
 
 
-def _selection_table(selection: Selection) -> str:
-    groups = any(f.group is not None for f in selection.features)
-    headers = ["#", "name", "score"] + (["group"] if groups else [])
+def _score_header(algorithm: Algorithm | None, params: dict[str, Any] | None) -> str:
+    """The score column's title: what the score means and which end is best."""
+    kind = None if algorithm is None else algorithm.score_kind_for(params)
+    if algorithm is None or kind is None:
+        return "score"
+    if algorithm.score_by_magnitude:
+        return f"score ({kind}, largest |score| first)"
+    return f"score ({kind}, {'highest' if algorithm.higher_is_better else 'lowest'} first)"
+
+
+def _selection_table(
+    selection: Selection, algorithm: Algorithm | None = None, params: dict[str, Any] | None = None
+) -> str:
+    """The selection, best score first (as the algorithm ranks its scores), numbered."""
+    features = list(selection.features) if algorithm is None else algorithm.rank(selection.features)
+    groups = any(f.group is not None for f in features)
+    headers = ["#", "name", _score_header(algorithm, params)] + (["group"] if groups else [])
     rows = [
         [i, f.name, f.score] + ([f.group] if groups else [])
-        for i, f in enumerate(selection.features, start=1)
+        for i, f in enumerate(features, start=1)
     ]
     return _table(headers, rows)
+
+
+def _algorithm_of(client: Client, stream_id: str) -> tuple[Algorithm | None, dict[str, Any]]:
+    """The catalogue entry of a stream's algorithm, and the stream's parameters."""
+    info = client.stream(stream_id).refresh()
+    by_name = {a.name: a for a in client.algorithms()}
+    return by_name.get(info.algorithm), dict(info.params)
 
 
 def _group_columns(names: list[str], sep: str | None) -> dict[str, list[int]] | None:
@@ -264,6 +285,8 @@ def _replay(args: argparse.Namespace) -> int:
                 "algorithm": algorithm.name,
                 "kind": algorithm.kind,
                 "version": selection.version,
+                "score_kind": algorithm.score_kind_for(params),
+                "higher_is_better": algorithm.higher_is_better,
                 "selected": _selection_json(selection),
             }
         )
@@ -274,7 +297,7 @@ def _replay(args: argparse.Namespace) -> int:
             f"{verb} {stream.id} ({algorithm.name}, {total}), version {selection.version}: "
             f"{len(selection.features)} selected"
         )
-        print(_selection_table(selection))
+        print(_selection_table(selection, algorithm, params))
     return 0
 
 
@@ -356,12 +379,15 @@ def _delete(args: argparse.Namespace) -> int:
 def _selected(args: argparse.Namespace) -> int:
     with _client(args) as client:
         selection = client.stream(args.stream_id).selected()
+        algorithm, params = _algorithm_of(client, args.stream_id)
     if args.json:
         _print_json(
             {
                 "stream": args.stream_id,
                 "version": selection.version,
                 "updated_at": selection.updated_at,
+                "score_kind": None if algorithm is None else algorithm.score_kind_for(params),
+                "higher_is_better": None if algorithm is None else algorithm.higher_is_better,
                 "features": _selection_json(selection),
             }
         )
@@ -370,7 +396,7 @@ def _selected(args: argparse.Namespace) -> int:
             f"stream {args.stream_id}, version {selection.version}: "
             f"{len(selection.features)} selected"
         )
-        print(_selection_table(selection))
+        print(_selection_table(selection, algorithm, params))
     return 0
 
 
@@ -508,7 +534,7 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
         default=os.environ.get("FEATURESTREAM_API_KEY"),
         help="Bearer key, when the server requires one (default $FEATURESTREAM_API_KEY).",
     )
-    p.add_argument("--timeout", type=float, default=30.0, help="Seconds to wait for the server.")
+    p.add_argument("--timeout", type=float, default=60.0, help="Seconds to wait for the server.")
     p.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
 
 

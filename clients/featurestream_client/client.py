@@ -55,7 +55,9 @@ class Client(_Base[httpx.Client, httpx.BaseTransport]):
     api_key : str, optional
         Sent as ``Authorization: Bearer <key>`` when the server requires keys.
     timeout : float or httpx.Timeout
-        Seconds to wait for the server (connect, read, write).
+        Seconds to wait for the server (connect, read, write); default 60, more
+        than the server's default time budget of a request (30 s), so that a
+        request over the budget gets its answer (413, split) rather than a timeout.
     retry : RetryPolicy, optional
         Attempts and backoff for timeouts, connection errors, 503 (honouring
         ``Retry-After``) and ``409 concurrent-update``. Retrying is always

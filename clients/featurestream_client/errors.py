@@ -135,6 +135,21 @@ class PayloadTooLarge(FeatureStreamError):
     """The body exceeds the server's limit (413); lower the chunk size."""
 
 
+class RequestTooExpensive(PayloadTooLarge):
+    """The request's work went beyond the server's time budget (413 ``request-too-expensive``).
+
+    Nothing of it was applied. ``completed`` is how many of its columns or
+    instances the server got through within the budget. The client splits such
+    a request by itself and sends the pieces, each with its own seq; this error
+    reaches you only when one column, group or instance alone is over the budget
+    (raise the server's ``request_time_budget``).
+    """
+
+    @property
+    def completed(self) -> int:
+        return int(self.problem.get("completed") or 0)
+
+
 class UnsupportedMediaType(FeatureStreamError):
     """The endpoint does not read this content type (415)."""
 
@@ -192,6 +207,7 @@ BY_TYPE: dict[str, type[FeatureStreamError]] = {
     "seq-reused": SeqReused,
     "concurrent-update": ConcurrentUpdate,
     "payload-too-large": PayloadTooLarge,
+    "request-too-expensive": RequestTooExpensive,
     "unsupported-media-type": UnsupportedMediaType,
     "store-unavailable": StoreUnavailable,
     "not-found": NotFound,
@@ -242,6 +258,7 @@ __all__ = [
     "MalformedBody",
     "NotFound",
     "PayloadTooLarge",
+    "RequestTooExpensive",
     "SeqReused",
     "SequenceConflict",
     "ServerError",

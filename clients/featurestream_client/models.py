@@ -93,6 +93,17 @@ class Algorithm:
     supports_groups: bool = False
     #: Whether its streams learn from labels (a server that does not say: True).
     supervised: bool = True
+    #: What the selection's scores mean with the default parameters (None: the server
+    #: does not say), whether higher ranks first, and whether the absolute value
+    #: ranks (a signed weight).
+    score_kind: str | None = None
+    higher_is_better: bool = True
+    score_by_magnitude: bool = False
+    #: The score kind by the value of the parameter that decides it: {param: {value: kind}}.
+    score_kind_by: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: What a decision's score means (feature streams; None for instance streams).
+    decision_score_kind: str | None = None
+    decision_higher_is_better: bool | None = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Algorithm:
@@ -105,7 +116,36 @@ class Algorithm:
             defaults=dict(d.get("defaults") or {}),
             supports_groups=bool(d.get("supports_groups", False)),
             supervised=bool(d.get("supervised", True)),
+            score_kind=_opt_str(d.get("score_kind")),
+            higher_is_better=bool(d.get("higher_is_better", True)),
+            score_by_magnitude=bool(d.get("score_by_magnitude", False)),
+            score_kind_by={
+                str(k): {str(v): str(kind) for v, kind in dict(by).items()}
+                for k, by in dict(d.get("score_kind_by") or {}).items()
+            },
+            decision_score_kind=_opt_str(d.get("decision_score_kind")),
+            decision_higher_is_better=d.get("decision_higher_is_better"),
         )
+
+    def score_kind_for(self, params: Mapping[str, Any] | None = None) -> str | None:
+        """What the selection's scores mean for a stream created with ``params``."""
+        for name, kinds in self.score_kind_by.items():
+            value = (params or {}).get(name, self.defaults.get(name))
+            if str(value) in kinds:
+                return kinds[str(value)]
+        return self.score_kind
+
+    def rank(self, features: Sequence[SelectedFeature]) -> list[SelectedFeature]:
+        """``features`` best first by score (``higher_is_better``, ``score_by_magnitude``);
+        features without a score last, ties in the order given."""
+
+        def key(f: SelectedFeature) -> tuple[bool, float]:
+            if f.score is None or f.score != f.score:  # None or NaN
+                return (True, 0.0)
+            v = abs(f.score) if self.score_by_magnitude else f.score
+            return (False, -v if self.higher_is_better else v)
+
+        return sorted(features, key=key)
 
 
 @dataclass(frozen=True)

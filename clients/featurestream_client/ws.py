@@ -11,7 +11,7 @@ sync and async clients run it over a ``websockets`` connection.
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -24,6 +24,7 @@ from featurestream_client._data import instances_bytes, npy_bytes
 from featurestream_client.errors import (
     FeatureStreamError,
     NotFound,
+    RequestTooExpensive,
     Unauthorized,
     WebSocketClosed,
     error_from_problem,
@@ -73,12 +74,20 @@ def handshake_error(status: int | None, detail: str) -> FeatureStreamError:
     return FeatureStreamError(f"WebSocket handshake failed: {detail}", status=status)
 
 
+Rows = tuple[Any, npt.NDArray[np.float64] | None]
+
+
 @dataclass(frozen=True)
 class Frame:
-    """One numbered frame: JSON text, or an .npy array (labels in its last column)."""
+    """One numbered frame: JSON text, or an .npy array (labels in its last column).
+
+    ``rows`` are its instances and labels as given, kept to send them again in
+    smaller frames when the server finds the frame over its time budget.
+    """
 
     seq: int
     data: str | bytes
+    rows: Rows | None = None
 
 
 class InstanceFeed:
@@ -131,6 +140,9 @@ class InstanceFeed:
         self.on_error = on_error
         self.on_selected = on_selected
         self.pending: OrderedDict[int, Frame] = OrderedDict()
+        # Rows of frames refused as over the server's time budget, cut smaller: sent next.
+        self.resend: deque[Rows] = deque()
+        self.splits = 0
         self.exhausted = False
         self.failure: FeatureStreamError | None = None
         self.errors: list[FeatureStreamError] = []
@@ -142,18 +154,25 @@ class InstanceFeed:
 
     @property
     def done(self) -> bool:
-        return (self.exhausted or self.failure is not None) and not self.pending
+        return (
+            (self.exhausted and not self.resend) or self.failure is not None
+        ) and not self.pending
 
     def take(self) -> list[Frame]:
         """New frames that may be sent now (the window permitting)."""
         out: list[Frame] = []
-        while not self.exhausted and self.failure is None and len(self.pending) < self.window:
-            try:
-                X, labels = next(self._batches)
-            except StopIteration:
-                self.exhausted = True
+        while self.failure is None and len(self.pending) < self.window:
+            if self.resend:
+                X, labels = self.resend.popleft()
+            elif self.exhausted:
                 break
-            frame = Frame(self.next_seq, self._encode(X, labels))
+            else:
+                try:
+                    X, labels = next(self._batches)
+                except StopIteration:
+                    self.exhausted = True
+                    break
+            frame = Frame(self.next_seq, self._encode(X, labels), (X, labels))
             self.pending[frame.seq] = frame
             self.next_seq += 1
             out.append(frame)
@@ -205,7 +224,9 @@ class InstanceFeed:
             if seq is None or int(seq) not in self.pending:
                 raise error  # about the connection, not one frame
             # A refused frame uses up its seq and changes nothing.
-            del self.pending[int(seq)]
+            frame = self.pending.pop(int(seq))
+            if isinstance(error, RequestTooExpensive) and self._split(frame, error.completed):
+                return
             self.errors.append(error)
             if self.on_error == "raise" and self.failure is None:
                 self.failure = error
@@ -223,6 +244,28 @@ class InstanceFeed:
             self.selection = Selection.from_message(msg)
             if self.on_selected is not None:
                 self.on_selected(self.selection)
+
+    def _split(self, frame: Frame, completed: int) -> bool:
+        """Queue the rows of a frame refused as over the server's time budget, cut smaller.
+
+        The pieces (``completed`` rows each, at most half the frame, at least one)
+        go out next, with new seqs, after the frames already sent behind it. False
+        when the frame holds one row: it cannot be cut.
+        """
+        if frame.rows is None:
+            return False
+        X, labels = frame.rows
+        m = X.shape[0]
+        if m <= 1:
+            return False
+        piece = max(1, min(completed, (m + 1) // 2))
+        pieces = [
+            (X[lo : lo + piece], None if labels is None else labels[lo : lo + piece])
+            for lo in range(0, m, piece)
+        ]
+        self.resend.extendleft(reversed(pieces))
+        self.splits += 1
+        return True
 
     def result(self) -> InstancesResult:
         return InstancesResult(

@@ -52,6 +52,14 @@ class Settings(BaseSettings):
         description="Seconds to receive a whole request body, from its first read "
         "(408 when it has not all arrived: a client trickling bytes gets it too).",
     )
+    request_time_budget: float = Field(
+        30.0,
+        ge=0,
+        description="Seconds of selector work one write request (or one WebSocket frame) "
+        "may take; beyond it nothing of it is applied and it is answered 413 "
+        "request-too-expensive, saying how many of its columns or instances were done "
+        "(the client splits it). 0 turns the budget off.",
+    )
     replay_window: int = Field(
         1000, ge=1000, description="Stored responses kept per producer for seq replays."
     )

@@ -188,6 +188,34 @@ class LimitExceeded(FeatureStreamError):
         return {"limit": self.limit, "maximum": self.maximum}
 
 
+class RequestTooExpensive(FeatureStreamError):
+    """A request's work went beyond the time budget (``request_time_budget``): nothing applied.
+
+    ``completed`` is how many of its items (feature columns or instances) the
+    selector got through within the budget: a request of that many, or fewer,
+    should fit.
+    """
+
+    def __init__(self, *, budget: float, completed: int, total: int, unit: str) -> None:
+        super().__init__(
+            f"This request's work took longer than the server's time budget of {budget:g} s "
+            f"(request_time_budget) and nothing of it was applied: {completed} of its {total} "
+            f"{unit} were done within the budget. Split it into smaller requests."
+        )
+        self.budget = budget
+        self.completed = completed
+        self.total = total
+        self.unit = unit
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "completed": self.completed,
+            "total": self.total,
+            "unit": self.unit,
+            "budget_seconds": self.budget,
+        }
+
+
 class QuotaExceeded(LimitExceeded):
     """A tenant has as many streams as it may have."""
 
@@ -260,6 +288,7 @@ __all__ = [
     "PayloadTooLarge",
     "QuotaExceeded",
     "RequestTimeout",
+    "RequestTooExpensive",
     "SeqReused",
     "SequenceConflict",
     "StoreFull",

@@ -53,8 +53,9 @@ def test_replay_csv_columns_into_a_feature_stream(
     assert out.err == ""  # no progress bar when stderr is not a terminal
     lines = out.out.splitlines()
     assert lines[0].startswith(f"stream {sid} (saola, 30 features), version 5: 2 selected")
-    assert lines[1].split() == ["#", "name", "score"]
-    assert [line.split()[1] for line in lines[2:]] == ["f21", "f27"]
+    # The score column says what the score is; the rows go best first.
+    assert lines[1].split() == ["#", "name", "score", "(abs_correlation,", "highest", "first)"]
+    assert [line.split()[1] for line in lines[2:]] == ["f27", "f21"]
     with Client(url) as c:
         stream = c.stream(sid)
         assert [e.seq for e in stream.iter_events() if e.type == "batch"] == [1, 2, 3, 4, 5]

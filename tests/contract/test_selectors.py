@@ -214,3 +214,87 @@ def test_params_schema_lists_every_field_with_its_default(cls: Any) -> None:
             assert info.value.parameter in ptype.required_fields()
         else:
             assert schema["properties"][f.name]["default"] == f.default
+
+
+# --------------------------------------------------------------------------- catalogue
+
+
+@pytest.mark.parametrize(
+    "cls", sorted(REGISTRY.values(), key=lambda c: c.name), ids=lambda c: c.name
+)
+def test_every_parameter_has_a_description(cls: Any) -> None:
+    # A new parameter adds a line to its Params class's ``descriptions``, beside its
+    # constraint; GET /v1/algorithms shows it in the parameter's schema.
+    schema = cls.params_type.json_schema()
+    for f in dataclasses.fields(cls.params_type):
+        text = schema["properties"][f.name].get("description")
+        assert isinstance(text, str) and text.strip(), f"{cls.name}.{f.name} has no description"
+
+
+@pytest.mark.parametrize(
+    "cls", sorted(REGISTRY.values(), key=lambda c: c.name), ids=lambda c: c.name
+)
+def test_every_algorithm_names_what_its_scores_mean(cls: Any) -> None:
+    for params in cls.test_params():
+        p = cls.params_type.from_mapping(params)
+        kind = cls.score_kind(p)
+        assert kind.kind and isinstance(kind.higher_is_better, bool)
+        decision = cls.decision_score_kind(p)
+        if issubclass(cls, FeatureSelector):
+            assert decision is not None and decision.kind
+        else:
+            assert decision is None  # instance streams make no scored decisions
+    if cls.score_by is not None:
+        # Every value of the deciding parameter has its kind.
+        name, kinds = cls.score_by
+        assert set(kinds) == set(cls.params_type.constraints[name].options)
+
+
+@pytest.mark.parametrize(("cls", "params"), FEATURE_CASES)
+def test_a_checkpoint_sees_the_columns_and_can_stop_the_batch(
+    cls: Any, params: dict[str, Any]
+) -> None:
+    seen: list[int] = []
+    sel = fresh(cls, params)
+    X, _, names = feature_data()
+    groups = groups_for(cls, names)
+    before = encoded(sel)
+    sel.learn_features(names, X, groups, checkpoint=seen.append)
+    # Called between columns (or groups), counting the columns complete, in order.
+    assert seen and seen == sorted(seen) and seen[0] == 0 and seen[-1] < len(names)
+    assert len(set(seen)) > 1
+
+    class Stop(Exception):
+        pass
+
+    def stop(done: int) -> None:
+        if done > 0:
+            raise Stop
+
+    sel = fresh(cls, params)
+    with pytest.raises(Stop):
+        sel.learn_features(names, X, groups, checkpoint=stop)
+    # The batch stopped before changing the state (the engine restores it anyway).
+    assert encoded(sel) == before
+    # Without a checkpoint, the selector goes on as if none had been given.
+    sel = fresh(cls, params)
+    sel.learn_features(names, X, groups)
+
+
+@pytest.mark.parametrize(
+    ("cls", "params"), [c for c in INSTANCE_CASES if c.values[0].batch_invariant]
+)
+def test_a_checked_batch_of_instances_equals_the_batch(
+    cls: Any, params: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from featurestream.selectors import base
+
+    monkeypatch.setattr(base, "_CHECKED_BLOCK", 7 * D)  # blocks of 7 instances
+    X, y, _ = instance_data()
+    labels = y if cls.supervised else None
+    whole, checked = fresh(cls, params), fresh(cls, params)
+    expected = whole.learn_instances(X, labels)
+    seen: list[int] = []
+    got = checked.learn_instances(X, labels, checkpoint=seen.append)
+    assert seen[:3] == [0, 7, 14] and seen == sorted(seen)
+    assert got == expected and encoded(checked) == encoded(whole)

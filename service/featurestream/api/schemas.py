@@ -89,6 +89,18 @@ class AlgorithmPublic(BaseModel):
     instance-stream algorithms whose instances carry a label in the last column
     (``ofs``, ``fires``); false for ``fsds`` and ``nrfs``, whose instances are rows
     of features only.
+
+    ``score_kind`` says what the ``score`` of the selection means (e.g.
+    ``abs_correlation``, ``symmetrical_uncertainty``, ``g2_per_df``, ``p_value``,
+    ``weight``) with the default parameters, and ``higher_is_better`` which end
+    ranks first; ``score_by_magnitude`` means the score is signed (a model's
+    weight) and its absolute value ranks. ``score_kind_by`` gives the kind for
+    each value of the parameter that decides it (``{"test": {"su":
+    "symmetrical_uncertainty", ...}}``), or null. ``decision_score_kind`` and
+    ``decision_higher_is_better`` say the same of the ``score`` of a decision
+    (feature streams; null for instance streams): for Grafting it is the gradient
+    test's ``abs_gradient``, where its selection shows each member's ``weight``.
+    Every property of ``params_schema`` has a ``description``.
     """
 
     name: str
@@ -99,6 +111,12 @@ class AlgorithmPublic(BaseModel):
     defaults: dict[str, Any]
     supports_groups: bool
     supervised: bool
+    score_kind: str
+    higher_is_better: bool
+    score_by_magnitude: bool
+    score_kind_by: dict[str, dict[str, str]] | None = None
+    decision_score_kind: str | None = None
+    decision_higher_is_better: bool | None = None
 
 
 class AlgorithmsPublic(BaseModel):

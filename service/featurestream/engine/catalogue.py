@@ -27,6 +27,14 @@ def algorithms() -> list[AlgorithmInfo]:
             for f in dataclasses.fields(ptype)
             if f.default is not dataclasses.MISSING
         }
+        # The score kinds of the default parameters (those without a default do not
+        # decide them: give the fields that need a value any valid one).
+        params = ptype.from_mapping(cls.test_params()[0])
+        score = cls.score_kind(params)
+        decision = cls.decision_score_kind(params)
+        by = None
+        if cls.score_by is not None:
+            by = {cls.score_by[0]: {value: k.kind for value, k in cls.score_by[1].items()}}
         out.append(
             AlgorithmInfo(
                 name=name,
@@ -37,6 +45,12 @@ def algorithms() -> list[AlgorithmInfo]:
                 defaults=defaults,
                 supports_groups=bool(getattr(cls, "uses_groups", False)),
                 supervised=supervised(name),
+                score_kind=score.kind,
+                higher_is_better=score.higher_is_better,
+                score_by_magnitude=score.by_magnitude,
+                score_kind_by=by,
+                decision_score_kind=None if decision is None else decision.kind,
+                decision_higher_is_better=None if decision is None else decision.higher_is_better,
             )
         )
     return out

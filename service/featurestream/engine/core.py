@@ -37,6 +37,7 @@ import numpy.typing as npt
 from featurestream import codec
 from featurestream.config import Settings
 from featurestream.engine import catalogue, wire
+from featurestream.engine.budget import Budget
 from featurestream.engine.cache import Live, StreamCache, footprint
 from featurestream.engine.catalogue import check_names
 from featurestream.engine.events import read_events
@@ -75,6 +76,7 @@ from featurestream.errors import (
     LimitExceeded,
     NumericallyUnstable,
     QuotaExceeded,
+    RequestTooExpensive,
     StoreFull,
     StoreUnavailable,
     WrongStreamKind,
@@ -288,6 +290,7 @@ class StreamEngine:
             else:
                 check()
         digest = await self._digest(seq, "features", names, X, groups)
+        budget = Budget(self.settings.request_time_budget, "columns", X.shape[0])
 
         async def prepare(live: Live) -> list[str]:
             # Names already in the stream are refused by the store's commit itself
@@ -308,7 +311,10 @@ class StreamEngine:
                 empty = FeaturesWritten(live.version, seq, producer, [], before)
                 return wire.features_written(empty), None
             warned = {w["code"] for w in sel.warnings()}
-            decisions = sel.learn_features(chosen, X, groups)
+            budget.start()
+            decisions = sel.learn_features(chosen, X, groups, checkpoint=budget)
+            # A selector that cannot stop inside its batch is held to the budget here.
+            budget(len(chosen))
             events = [wire.feature_batch_event(chosen, groups)]
             for d in decisions:
                 events.extend(wire.decision_events(d))
@@ -332,6 +338,7 @@ class StreamEngine:
         """Apply a batch of instances (``X`` is ``(m, d)``) as one batch."""
         self._check_instances(X.shape[0])
         digest = await self._digest(seq, "instances", X, y)
+        budget = Budget(self.settings.request_time_budget, "instances", X.shape[0])
 
         async def prepare(live: Live) -> None:
             return None
@@ -345,7 +352,9 @@ class StreamEngine:
                 seen = sel.instances_seen
                 empty = InstancesWritten(live.version, seq, producer, seen, before)
                 return wire.instances_written(empty), None
-            update: InstanceUpdate = sel.learn_instances(X, y)
+            budget.start()
+            update: InstanceUpdate = sel.learn_instances(X, y, checkpoint=budget)
+            budget(X.shape[0])
             selected = sel.selected()
             events = [
                 wire.instance_batch_event(update.instances, update.instances_seen, update.mistakes)
@@ -384,7 +393,14 @@ class StreamEngine:
             live: Live, fresh: Sequence[Frame], version: int
         ) -> tuple[Outcome | None, list[Reply]]:
             return await anyio.to_thread.run_sync(
-                apply_frames, stream_id, live, fresh, producer, version, self._outcome
+                apply_frames,
+                stream_id,
+                live,
+                fresh,
+                producer,
+                version,
+                self._outcome,
+                self.settings.request_time_budget,
             )
 
         async def attempt(live: Live) -> Attempt[FramesResult]:
@@ -529,7 +545,8 @@ class StreamEngine:
                     live.selector = type(live.selector).resume(live.selector.params, previous)
                     if (
                         isinstance(exc, FeatureStreamError)
-                        and not isinstance(exc, StoreUnavailable)
+                        # Over budget: applied again, it would be over budget again.
+                        and not isinstance(exc, (StoreUnavailable, RequestTooExpensive))
                         and await self._stale(stream_id, live)
                     ):
                         # Refused by a copy of another incarnation or version: try again.

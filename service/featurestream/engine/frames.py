@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from featurestream.engine import wire
+from featurestream.engine.budget import Budget
 from featurestream.engine.cache import Live
 from featurestream.engine.idempotency import replayed, seal
 from featurestream.engine.outcome import Attempt, Outcome, StaleCache, finite_state
@@ -133,8 +134,13 @@ def apply_frames(
     producer: str,
     version: int,
     outcome_of: OutcomeOf,
+    budget: float = 0.0,
 ) -> tuple[Outcome | None, list[Reply]]:
-    """Apply fresh frames in order (in a worker thread); refused frames keep the state."""
+    """Apply fresh frames in order (in a worker thread); refused frames keep the state.
+
+    Each frame's work has its own time ``budget`` (seconds, 0: none): a frame over
+    it is refused (``RequestTooExpensive``) like a frame of bad data.
+    """
     shown = public_ids(stream_id, live)
     sel = live.selector
     assert isinstance(sel, InstanceSelector)
@@ -159,8 +165,11 @@ def apply_frames(
             replies.append((f.seq, FrameAck(f.seq, at, seen), wire.instances_written(written)))
             continue
         snapshot = sel.snapshot()
+        checkpoint = Budget(budget, "instances", f.X.shape[0])
         try:
-            update = sel.learn_instances(f.X, f.y)
+            checkpoint.start()
+            update = sel.learn_instances(f.X, f.y, checkpoint=checkpoint)
+            checkpoint(f.X.shape[0])
             # A frame that makes the state non-finite is refused like bad data.
             finite_state(sel, stream_id)
         except FeatureStreamError as exc:

@@ -77,6 +77,14 @@ class AlgorithmInfo:
     defaults: Mapping[str, Any]
     supports_groups: bool
     supervised: bool
+    # What the scores mean (see ``ScoreKind``): of the selection, with the default
+    # parameters; by parameter value when a parameter decides it; of the decisions.
+    score_kind: str = ""
+    higher_is_better: bool = True
+    score_by_magnitude: bool = False
+    score_kind_by: Mapping[str, Mapping[str, str]] | None = None
+    decision_score_kind: str | None = None
+    decision_higher_is_better: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ from featurestream.errors import (
     PayloadTooLarge,
     QuotaExceeded,
     RequestTimeout,
+    RequestTooExpensive,
     SeqReused,
     SequenceConflict,
     StoreFull,
@@ -277,6 +278,12 @@ def algorithm(a: AlgorithmInfo) -> Document:
         "defaults": a.defaults,
         "supports_groups": a.supports_groups,
         "supervised": a.supervised,
+        "score_kind": a.score_kind,
+        "higher_is_better": a.higher_is_better,
+        "score_by_magnitude": a.score_by_magnitude,
+        "score_kind_by": a.score_kind_by,
+        "decision_score_kind": a.decision_score_kind,
+        "decision_higher_is_better": a.decision_higher_is_better,
     }
 
 
@@ -297,6 +304,7 @@ PROBLEMS: dict[type[FeatureStreamError], tuple[int, str, str]] = {
     Unauthorized: (401, "unauthorized", "Unauthorized"),
     PayloadTooLarge: (413, "payload-too-large", "Payload too large"),
     LimitExceeded: (413, "limit-exceeded", "Limit exceeded"),
+    RequestTooExpensive: (413, "request-too-expensive", "Request too expensive"),
     QuotaExceeded: (429, "quota-exceeded", "Quota exceeded"),
     RequestTimeout: (408, "request-timeout", "Request timeout"),
     UnsupportedMediaType: (415, "unsupported-media-type", "Unsupported media type"),

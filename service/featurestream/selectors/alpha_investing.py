@@ -33,7 +33,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from featurestream.selectors.base import FeatureSelector, Matrix, Vector
-from featurestream.selectors.decisions import Decision, Reason
+from featurestream.selectors.decisions import (
+    Decision,
+    Reason,
+    ScoreKind,  # scores
+)
 from featurestream.selectors.params import Interval, Params
 from featurestream.stats.columns import row_dots
 from featurestream.stats.sparse import Columns
@@ -227,6 +231,10 @@ class AlphaInvestingParams(Params):
         "w0": Interval(float, 0.0, 1.0, "right"),
         "dw": Interval(float, 0.0, 1.0, "both"),
     }
+    descriptions: ClassVar[dict[str, str]] = {
+        "w0": "initial alpha-wealth",
+        "dw": "wealth paid back on each acceptance",
+    }
 
     w0: float = 0.5
     dw: float = 0.5
@@ -306,6 +314,7 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
     """
 
     name: ClassVar[str] = "alpha_investing"
+    score: ClassVar[ScoreKind] = ScoreKind("p_value", higher_is_better=False)
     accepts_sparse: ClassVar[bool] = True
     params_type: ClassVar[type[Params]] = AlphaInvestingParams
     state_type: ClassVar[type[Any]] = AlphaInvestingState
@@ -385,6 +394,7 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
         decisions: list[Decision] = []
         accepted_total = 0
         for j, name in enumerate(names):
+            self.checkpoint(j)
             i += 1
             alpha_i = wealth / (2 * i)
             if constant[j]:

@@ -16,7 +16,8 @@ a C-contiguous float64 array of shape ``(b, n)`` (see ``stats/columns.py``).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, ClassVar, Generic, Literal, Self, TypeVar
 
 import numpy as np
@@ -34,11 +35,18 @@ from featurestream.selectors.checks import (
 
 # Decision and InstanceUpdate are also re-exported from here for older imports;
 # new code imports them from the package.
-from featurestream.selectors.decisions import Decision, InstanceUpdate, SelectedFeature
+from featurestream.selectors.decisions import Decision, InstanceUpdate, ScoreKind, SelectedFeature
 from featurestream.selectors.params import Params
 
 # Largest dense block (float64 elements, 128 MiB) a sparse batch is expanded to at once.
 _DENSE_BLOCK = 1 << 24
+# Values of the instances a batch-invariant selector learns between two checkpoints.
+_CHECKED_BLOCK = 1 << 20
+
+#: A caller's hook into a long batch: called with how many of the batch's items
+#: (columns, or instances) are complete; it may raise to stop the batch (the
+#: engine's time budget). The selector's state is then left to the caller to restore.
+Checkpoint = Callable[[int], None]
 
 Vector = npt.NDArray[np.float64]
 Matrix = npt.NDArray[np.float64]
@@ -59,10 +67,37 @@ class Selector(ABC, Generic[P, S]):
     state_type: ClassVar[type[Any]]
     # State fields that status() reports after the shared counters, in this order.
     status_fields: ClassVar[tuple[str, ...]] = ()
+    # What the scores of the selection mean: ``score``, or, when a parameter decides
+    # it, ``score_by`` = (that parameter, {its value: ScoreKind}).
+    score: ClassVar[ScoreKind]
+    score_by: ClassVar[tuple[str, Mapping[str, ScoreKind]] | None] = None
 
     def __init__(self, params: P, state: S) -> None:
         self.params = params
         self.state = state
+        self._checkpoint: Checkpoint | None = None
+
+    def checkpoint(self, done: int) -> None:
+        """Between the items of a batch (and inside a long one): ``done`` items are complete.
+
+        Selectors call it with the batch-relative count of items they finished;
+        it does nothing unless the caller of ``learn_*`` passed a checkpoint.
+        """
+        if self._checkpoint is not None:
+            self._checkpoint(done)
+
+    @contextmanager
+    def _checked(self, checkpoint: Checkpoint | None, offset: int = 0) -> Iterator[None]:
+        """``checkpoint`` in force for one call, counting items from ``offset``."""
+        outer = self._checkpoint
+        if checkpoint is not None and offset:
+            base = checkpoint
+            checkpoint = lambda done: base(offset + done)  # noqa: E731
+        self._checkpoint = checkpoint
+        try:
+            yield
+        finally:
+            self._checkpoint = outer
 
     @classmethod
     def resume(cls, params: P, state: S) -> Self:
@@ -101,6 +136,19 @@ class Selector(ABC, Generic[P, S]):
         return []
 
     @classmethod
+    def score_kind(cls, params: Params) -> ScoreKind:
+        """What the scores of the selection mean with ``params``."""
+        if cls.score_by is not None:
+            name, kinds = cls.score_by
+            return kinds[getattr(params, name)]
+        return cls.score
+
+    @classmethod
+    def decision_score_kind(cls, params: Params) -> ScoreKind | None:
+        """What the scores of the decisions mean (None: this kind of stream has none)."""
+        return None
+
+    @classmethod
     def test_params(cls) -> list[dict[str, Any]]:
         """Parameter sets the generic contract suite runs this selector with."""
         return [{}]
@@ -132,6 +180,12 @@ class FeatureSelector(Selector[P, S]):
     accepts_sparse: ClassVar[bool] = False
     # The State's per-member scores, parallel to ``selected``.
     score_field: ClassVar[str] = "dep"
+    # What a decision's score means, when not what the selection's does (Grafting).
+    decision_score: ClassVar[ScoreKind | None] = None
+
+    @classmethod
+    def decision_score_kind(cls, params: Params) -> ScoreKind | None:
+        return cls.decision_score or cls.score_kind(params)
 
     @classmethod
     def start(cls, params: P, y: npt.ArrayLike) -> Self:
@@ -192,6 +246,8 @@ class FeatureSelector(Selector[P, S]):
         names: Sequence[str],
         X: npt.ArrayLike,
         groups: Sequence[str | None] | None = None,
+        *,
+        checkpoint: Checkpoint | None = None,
     ) -> list[Decision]:
         """Apply b arriving columns in order; X is ``(b, n)`` feature-major.
 
@@ -199,6 +255,8 @@ class FeatureSelector(Selector[P, S]):
         decisions equal those of b calls with one column each. ``X`` may be a
         scipy.sparse matrix; selectors that do not declare ``accepts_sparse``
         receive it densified, a bounded number of columns at a time.
+        ``checkpoint`` is called between columns (see :meth:`checkpoint`); when
+        it raises, the batch stops and the state is left to the caller to restore.
         """
         names = list(names)
         A, values, sparse = feature_batch(names, X, self.n_instances, groups)
@@ -208,15 +266,18 @@ class FeatureSelector(Selector[P, S]):
         if not names:
             return []
         if not sparse or self.accepts_sparse:
-            return self._learn_batch(names, A, groups)
+            with self._checked(checkpoint):
+                return self._learn_batch(names, A, groups)
         if self.uses_groups:
-            return self._learn_batch(names, A.toarray(), groups)
+            with self._checked(checkpoint):
+                return self._learn_batch(names, A.toarray(), groups)
         # Densify a bounded block of columns at a time; batches decide exactly as
         # their items, so the blocks change nothing but peak memory.
         step = max(1, _DENSE_BLOCK // max(1, A.shape[1]))
         out: list[Decision] = []
         for lo in range(0, len(names), step):
-            out += self._learn_batch(names[lo : lo + step], A[lo : lo + step].toarray(), None)
+            with self._checked(checkpoint, lo):
+                out += self._learn_batch(names[lo : lo + step], A[lo : lo + step].toarray(), None)
         return out
 
     def learn_feature(self, name: str, column: npt.ArrayLike, group: str | None = None) -> Decision:
@@ -273,11 +334,20 @@ class InstanceSelector(Selector[P, S]):
         """The counter every instance-stream status reports."""
         return {"instances_seen": self.instances_seen}
 
-    def learn_instances(self, X: npt.ArrayLike, y: npt.ArrayLike | None = None) -> InstanceUpdate:
+    def learn_instances(
+        self,
+        X: npt.ArrayLike,
+        y: npt.ArrayLike | None = None,
+        *,
+        checkpoint: Checkpoint | None = None,
+    ) -> InstanceUpdate:
         """Apply a batch of m instances (``X`` is ``(m, d)``), validated all or nothing.
 
         ``X`` may be a scipy.sparse matrix; selectors that do not declare
-        ``accepts_sparse`` receive it densified.
+        ``accepts_sparse`` receive it densified. With a ``checkpoint``, a
+        batch-invariant selector learns a long batch in blocks and calls it
+        between them (see :meth:`checkpoint`); the others, whose batch is one
+        computation, call it where they can.
         """
         A, sparse = instance_batch(X, len(self.feature_names))
         y_arr: Vector | None = None
@@ -285,9 +355,30 @@ class InstanceSelector(Selector[P, S]):
             y_arr = instance_labels(y, A.shape[0])
         elif self.supervised:
             raise InvalidInput(f"{self.name} needs labels y for every instance.", field="y")
-        if sparse:
-            return self._learn_batch(A if self.accepts_sparse else A.toarray(), y_arr)
-        return self._learn_batch(np.ascontiguousarray(A), y_arr)
+        if sparse and not self.accepts_sparse:
+            A = A.toarray()
+        elif not sparse:
+            A = np.ascontiguousarray(A)
+        m = A.shape[0]
+        step = max(1, _CHECKED_BLOCK // max(1, A.shape[1]))
+        if checkpoint is None or not self.batch_invariant or m <= step:
+            with self._checked(checkpoint):
+                return self._learn_batch(A, y_arr)
+        # A batch-invariant selector learns the blocks exactly as the whole batch.
+        before = self.selected()
+        parts: list[InstanceUpdate] = []
+        for lo in range(0, m, step):
+            checkpoint(lo)
+            labels = None if y_arr is None else y_arr[lo : lo + step]
+            with self._checked(checkpoint, lo):
+                parts.append(self._learn_batch(A[lo : lo + step], labels))
+        return InstanceUpdate(
+            instances=m,
+            instances_seen=parts[-1].instances_seen,
+            predictions=tuple(p for part in parts for p in part.predictions),
+            mistakes=sum(part.mistakes for part in parts),
+            selection_changed=before != self.selected(),
+        )
 
     @abstractmethod
     def _learn_batch(self, X: Matrix, y: Vector | None) -> InstanceUpdate: ...
@@ -295,6 +386,7 @@ class InstanceSelector(Selector[P, S]):
 
 __all__ = [
     "JSON",
+    "Checkpoint",
     "Decision",
     "FeatureSelector",
     "InstanceSelector",

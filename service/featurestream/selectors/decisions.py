@@ -59,6 +59,20 @@ class SelectedFeature:
 
 
 @dataclass(frozen=True)
+class ScoreKind:
+    """What a selector's scores mean (``GET /v1/algorithms``: ``score_kind``).
+
+    ``kind`` names the quantity (``abs_correlation``, ``p_value``, ``weight``...);
+    ``higher_is_better`` says which end ranks first; ``by_magnitude`` says the
+    score is signed (a direction, as a model's weight) and its absolute value ranks.
+    """
+
+    kind: str
+    higher_is_better: bool = True
+    by_magnitude: bool = False
+
+
+@dataclass(frozen=True)
 class InstanceUpdate:
     """Outcome of a batch of instances."""
 
@@ -69,4 +83,13 @@ class InstanceUpdate:
     selection_changed: bool = False
 
 
-__all__ = ["Decision", "Eviction", "InstanceUpdate", "Reason", "SelectedFeature"]
+__all__ = ["Decision", "Eviction", "InstanceUpdate", "Reason", "ScoreKind", "SelectedFeature"]
+
+#: The relevance score of each conditional-independence test, by the ``test`` parameter:
+#: |r| (Fisher z), symmetrical uncertainty, or the G2 / chi-square statistic over its df.
+TEST_SCORES = {
+    "fisher_z": ScoreKind("abs_correlation"),
+    "su": ScoreKind("symmetrical_uncertainty"),
+    "g2": ScoreKind("g2_per_df"),
+    "chi2": ScoreKind("chi2_per_df"),
+}

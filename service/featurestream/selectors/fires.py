@@ -24,7 +24,11 @@ import numpy as np
 
 from featurestream.selectors.base import JSON, InstanceSelector, Matrix, Vector
 from featurestream.selectors.checks import binary_labels
-from featurestream.selectors.decisions import InstanceUpdate, SelectedFeature
+from featurestream.selectors.decisions import (
+    InstanceUpdate,
+    ScoreKind,  # scores
+    SelectedFeature,
+)
 from featurestream.selectors.params import Boolean, Interval, Params, StrOptions
 from featurestream.stats.fires import fires_update, fires_weights, top_m
 from featurestream.stats.scaling import standardise_running
@@ -51,6 +55,19 @@ class FIRESParams(Params):
         "epochs": Interval(int, 1, None, "left"),
         "scale_weights": Boolean(),
         "scale": StrOptions(("standard", "none")),
+    }
+    descriptions: ClassVar[dict[str, str]] = {
+        "num_features": "m, the number of features selected (all d when m > d)",
+        "mu_init": "initial mean of every coefficient",
+        "sigma_init": "initial standard deviation of every coefficient (its uncertainty)",
+        "penalty_s": "weight of the uncertainty in a feature's weight",
+        "penalty_r": "scale of the weights (divides them; irrelevant once they are min-max scaled)",
+        "lr_mu": "learning rate of mu",
+        "lr_sigma": "learning rate of sigma (0 keeps sigma fixed)",
+        "epochs": "passes over each batch",
+        "scale_weights": "min-max scale the weights to [0, 1] (the scores reported)",
+        "scale": "`standard`: standardise each instance with running means and variances first; "
+        "`none`: the values as sent (the published algorithm)",
     }
 
     num_features: int
@@ -149,6 +166,7 @@ class FIRES(InstanceSelector[FIRESParams, FIRESState]):
     """
 
     name: ClassVar[str] = "fires"
+    score: ClassVar[ScoreKind] = ScoreKind("importance")
     # The update is a mean over each batch (docs/algorithms/fires.md).
     batch_invariant: ClassVar[bool] = False
     params_type: ClassVar[type[Params]] = FIRESParams

@@ -24,7 +24,11 @@ import scipy.linalg
 
 from featurestream.errors import NumericallyUnstable
 from featurestream.selectors.base import JSON, InstanceSelector, Matrix, Vector
-from featurestream.selectors.decisions import InstanceUpdate, SelectedFeature
+from featurestream.selectors.decisions import (
+    InstanceUpdate,
+    ScoreKind,  # scores
+    SelectedFeature,
+)
 from featurestream.selectors.params import Interval, NoneOr, Params
 
 
@@ -43,6 +47,12 @@ class FSDSParams(Params):
         "sketch_size": NoneOr(Interval(int, 1, None, "left")),
         "k": Interval(int, 1, None, "left"),
         "ridge": NoneOr(Interval(float, 0.0, None, "left")),
+    }
+    descriptions: ClassVar[dict[str, str]] = {
+        "num_features": "m, the number of features selected",
+        "sketch_size": "l, rows of the sketch; null means ceil(sqrt(d))",
+        "k": "singular vectors used for the scores",
+        "ridge": "ridge term of the scores; null means 8 times the k-th singular value",
     }
 
     num_features: int
@@ -226,6 +236,7 @@ class FSDS(InstanceSelector[FSDSParams, FSDSState]):
     """
 
     name: ClassVar[str] = "fsds"
+    score: ClassVar[ScoreKind] = ScoreKind("sketch_weight")
     supervised: ClassVar[bool] = False
     # The sketch depends on the client's batch boundaries (docs/algorithms/fsds.md, "Exact rules").
     batch_invariant: ClassVar[bool] = False

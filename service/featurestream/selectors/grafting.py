@@ -41,7 +41,12 @@ from scipy.special import expit
 
 from featurestream.selectors.base import FeatureSelector, Matrix, Vector
 from featurestream.selectors.checks import binary_labels
-from featurestream.selectors.decisions import Decision, Eviction, Reason
+from featurestream.selectors.decisions import (
+    Decision,
+    Eviction,
+    Reason,
+    ScoreKind,  # scores
+)
 from featurestream.selectors.params import Interval, NoneOr, Params, StrOptions
 from featurestream.stats.columns import is_constant_rows, row_dots
 
@@ -64,6 +69,12 @@ class GraftingParams(Params):
         "lambda1": Interval(float, 0.0, None, "left"),
         "lambda2": Interval(float, 0.0, None, "left"),
         "max_features": NoneOr(Interval(int, 1, None, "left")),
+    }
+    descriptions: ClassVar[dict[str, str]] = {
+        "loss": "the model's loss",
+        "lambda1": "L1 penalty: the gradient a feature must exceed to enter",
+        "lambda2": "L2 penalty",
+        "max_features": "keep at most this many features (largest weights)",
     }
 
     loss: str = "logistic"
@@ -149,6 +160,10 @@ class Grafting(FeatureSelector[GraftingParams, GraftingState]):
     """
 
     name: ClassVar[str] = "grafting"
+    # The selection shows each member's signed weight in the model; a decision, the
+    # gradient test's |dL/dw| (the entry test against lambda1).
+    score: ClassVar[ScoreKind] = ScoreKind("weight", by_magnitude=True)
+    decision_score: ClassVar[ScoreKind | None] = ScoreKind("abs_gradient")
     params_type: ClassVar[type[Params]] = GraftingParams
     state_type: ClassVar[type[Any]] = GraftingState
     score_field: ClassVar[str] = "weights"
@@ -214,6 +229,7 @@ class Grafting(FeatureSelector[GraftingParams, GraftingState]):
         accepted_total = 0
         evicted_total = 0
         for j, name in enumerate(names):
+            self.checkpoint(j)
             if constant[j]:
                 decisions.append(Decision(name, False, Reason.CONSTANT))
                 continue

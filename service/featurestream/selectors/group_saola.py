@@ -26,7 +26,14 @@ import numpy.typing as npt
 
 from featurestream.errors import InvalidInput
 from featurestream.selectors.base import JSON, FeatureSelector, Matrix, Vector, with_warnings
-from featurestream.selectors.decisions import Decision, Eviction, Reason, SelectedFeature
+from featurestream.selectors.decisions import (  # scores
+    TEST_SCORES,
+    Decision,
+    Eviction,
+    Reason,
+    ScoreKind,
+    SelectedFeature,
+)
 from featurestream.selectors.params import Constraint, Params
 from featurestream.selectors.saola import SAOLAParams
 from featurestream.selectors.untestable import fisher_z_untestable, untestable_warnings
@@ -51,6 +58,14 @@ class GroupSAOLAParams(Params):
     algorithm: ClassVar[str] = "group-SAOLA"
     constraints: ClassVar[dict[str, Constraint]] = {
         key: SAOLAParams.constraints[key] for key in ("test", "alpha", "delta", "untestable")
+    }
+    descriptions: ClassVar[dict[str, str]] = {
+        "test": "`fisher_z`: Fisher's z test of the correlation (continuous data); `su`: "
+        "symmetrical uncertainty (discrete codes)",
+        "alpha": "significance level of the Fisher z tests (`fisher_z` only)",
+        "delta": "relevance threshold: features with SU <= delta are irrelevant (`su` only)",
+        "untestable": "what a test that cannot be made counts as: `independent` (the reference "
+        "rule) or `dependent` (nothing is rejected or evicted on such a test)",
     }
 
     test: str = "fisher_z"
@@ -151,6 +166,8 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
     """
 
     name: ClassVar[str] = "group_saola"
+    score: ClassVar[ScoreKind] = TEST_SCORES["fisher_z"]
+    score_by = ("test", {t: TEST_SCORES[t] for t in ("fisher_z", "su")})
     params_type: ClassVar[type[Params]] = GroupSAOLAParams
     state_type: ClassVar[type[Any]] = GroupSAOLAState
     uses_groups: ClassVar[bool] = True
@@ -300,6 +317,7 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
         decisions: list[Decision] = []
         start = 0
         while start < len(names):
+            self.checkpoint(start)
             # Groups are contiguous (check_groups), so a run of equal names is one group.
             stop = start + 1
             while stop < len(names) and group_of[stop] == group_of[start]:

@@ -25,7 +25,11 @@ import numpy as np
 
 from featurestream.errors import InvalidParameter
 from featurestream.selectors.base import JSON, InstanceSelector, Matrix, Vector
-from featurestream.selectors.decisions import InstanceUpdate, SelectedFeature
+from featurestream.selectors.decisions import (
+    InstanceUpdate,
+    ScoreKind,  # scores
+    SelectedFeature,
+)
 from featurestream.selectors.params import Constraint, Interval, NoneOr, Params, StrOptions
 from featurestream.stats.nrfs import nrfs
 
@@ -96,6 +100,25 @@ class NRFSParams(Params):
         "ridge": Interval(float, 0.0, None, "neither"),
         "noise_fraction": Interval(float, 0.0, 1.0, "left"),
         "seed": Interval(int, 0, None, "left"),
+    }
+    descriptions: ClassVar[dict[str, str]] = {
+        "num_features": "h, the number of features selected (at most d)",
+        "window": "instances kept: the most recent ones (a computation costs n^2 in time and "
+        "memory)",
+        "refresh": "compute when the count of instances crosses a multiple of it; null means "
+        "`window`",
+        "min_instances": "the first computation waits until the window holds this many "
+        "(at most `window`)",
+        "clusters": "k, the clusters sought; k - 1 spectra are explained (at most `min_instances`)",
+        "representatives": "p, the representative instances: a fraction of those left "
+        "after noise removal, or a count",
+        "neighbours": "q, features in each feature's local subspace, itself included",
+        "similarity": "the kernel between instances",
+        "sigma": "width of the Gaussian kernel of the graph; null means the median pairwise "
+        "distance",
+        "ridge": "lambda, the ridge penalty of the fits",
+        "noise_fraction": "fraction of the window set aside as noise",
+        "seed": "kept for a future tie-break; the computation has no random step",
     }
 
     num_features: int
@@ -249,6 +272,7 @@ class NRFS(InstanceSelector[NRFSParams, NRFSState]):
     """
 
     name: ClassVar[str] = "nrfs"
+    score: ClassVar[ScoreKind] = ScoreKind("spectral_coefficient")
     supervised: ClassVar[bool] = False
     # Computations happen at batch ends (docs/algorithms/nrfs.md).
     batch_invariant: ClassVar[bool] = False

@@ -25,7 +25,11 @@ import numpy.typing as npt
 
 from featurestream.selectors.base import JSON, InstanceSelector, Vector
 from featurestream.selectors.checks import binary_labels
-from featurestream.selectors.decisions import InstanceUpdate, SelectedFeature
+from featurestream.selectors.decisions import (
+    InstanceUpdate,
+    ScoreKind,  # scores
+    SelectedFeature,
+)
 from featurestream.selectors.params import Interval, Params, StrOptions
 from featurestream.stats.sparse import is_sparse
 
@@ -55,6 +59,20 @@ class OFSParams(Params):
         "scale": StrOptions(("standard", "none")),
     }
     legacy: ClassVar[dict[str, Any]] = {"scale": "none"}
+    descriptions: ClassVar[dict[str, str]] = {
+        "num_features": "the budget B of selected features",
+        "eta": "step size",
+        "lam": "regularisation: weights stay within radius 1/sqrt(lam)",
+        "margin": "update when y (w . x) <= margin",
+        "decay": "weight decay per instance (margin 0 with decay lam x eta is the survey's "
+        "variant)",
+        "mode": "`partial`: observe only B features of each instance (OFS-P)",
+        "epsilon": "partial mode: probability of exploring B random features",
+        "seed": "partial mode: seed of the exploration draws",
+        "scale": "`standard`: each instance is standardised with the running mean and variance "
+        "of every feature before OFS predicts and learns; `none`: values as sent (the "
+        "published OFS; high-dimensional sparse streams)",
+    }
 
     num_features: int
     eta: float = 0.2
@@ -225,6 +243,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
     """
 
     name: ClassVar[str] = "ofs"
+    score: ClassVar[ScoreKind] = ScoreKind("weight", by_magnitude=True)
     accepts_sparse: ClassVar[bool] = True
     params_type: ClassVar[type[Params]] = OFSParams
     state_type: ClassVar[type[Any]] = OFSState

@@ -41,7 +41,13 @@ import numpy as np
 import numpy.typing as npt
 
 from featurestream.selectors.base import FeatureSelector, Matrix, Vector
-from featurestream.selectors.decisions import Decision, Eviction, Reason
+from featurestream.selectors.decisions import (  # scores
+    TEST_SCORES,
+    Decision,
+    Eviction,
+    Reason,
+    ScoreKind,
+)
 from featurestream.selectors.params import Interval, Params, StrOptions
 from featurestream.selectors.untestable import UNTESTABLE, untestable_warnings
 from featurestream.stats.columns import is_constant_rows, row_dots, standardize_rows
@@ -86,6 +92,14 @@ class OSFSParams(Params):
         # stall the server, and LOFS's default is 3.
         "max_k": Interval(int, 0, 10, "both"),
         "untestable": UNTESTABLE,
+    }
+    descriptions: ClassVar[dict[str, str]] = {
+        "test": "the conditional independence test",
+        "alpha": "significance level of every test",
+        "max_k": "largest conditioning set; 0 keeps every relevant feature (capped at 10: the "
+        "number of sets grows combinatorially)",
+        "untestable": "what a test that cannot be made counts as: `independent` (the reference "
+        "rule) or `dependent` (nothing is rejected or evicted on such a test)",
     }
 
     test: str = "fisher_z"
@@ -144,6 +158,7 @@ class _BCF:
 
     def __init__(self, sel: _OSFSBase, state: OSFSState) -> None:
         self.sel = sel
+        self.done = 0  # columns of the batch complete
         self.names: list[str] = list(state.selected)
         self.dep: list[float] = state.dep.tolist()
         self.keys: list[int] = list(range(len(self.names)))
@@ -194,6 +209,8 @@ class _BCF:
         """
         self.tests += 1
         sel = self.sel
+        # One column may run many tests: the caller may stop the batch between them.
+        sel.checkpoint(self.done)
         p = sel.params
         if sel.discrete:
             method: Method = "g2" if p.test == "g2" else "chi2"
@@ -278,6 +295,9 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
     """Machinery shared by OSFS and Fast-OSFS; subclasses define ``_redundancy``."""
 
     params_type: ClassVar[type[Params]] = OSFSParams
+
+    score: ClassVar[ScoreKind] = TEST_SCORES["fisher_z"]
+    score_by = ("test", {t: TEST_SCORES[t] for t in ("fisher_z", "g2", "chi2")})
     state_type: ClassVar[type[Any]] = OSFSState
     status_fields: ClassVar[tuple[str, ...]] = ("tests_performed", "tests_untestable")
 
@@ -398,6 +418,8 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
         accepted_total = 0
         evicted_total = 0
         for i, name in enumerate(names):
+            self.checkpoint(i)
+            bcf.done = i
             dep_f = float(dep_new[i])
             score = dep_f if np.isfinite(dep_f) else None
             if constant[i]:

@@ -187,6 +187,10 @@ class Params:
     """
 
     constraints: ClassVar[Mapping[str, Constraint]] = {}
+    # What each parameter means, one short phrase per field (GET /v1/algorithms shows
+    # it as the ``description`` of the parameter's schema; the contract suite checks
+    # every field has one). A new parameter adds its line here, beside its constraint.
+    descriptions: ClassVar[Mapping[str, str]] = {}
     algorithm: ClassVar[str] = "selector"
     # Parameters added after streams were already stored, with the value those
     # streams ran with: ``from_stored`` gives it to a stored mapping without the
@@ -276,6 +280,8 @@ class Params:
         required: list[str] = []
         for f in dataclasses.fields(cls):
             entry = dict(cls.constraints[f.name].schema()) if f.name in cls.constraints else {}
+            if cls.descriptions.get(f.name):
+                entry["description"] = cls.descriptions[f.name]
             if f.default is not dataclasses.MISSING:
                 entry["default"] = f.default
             else:

@@ -22,7 +22,13 @@ import numpy as np
 import numpy.typing as npt
 
 from featurestream.selectors.base import FeatureSelector, Matrix, Vector
-from featurestream.selectors.decisions import Decision, Eviction, Reason
+from featurestream.selectors.decisions import (  # scores
+    TEST_SCORES,
+    Decision,
+    Eviction,
+    Reason,
+    ScoreKind,
+)
 from featurestream.selectors.params import Interval, NoneOr, Params, StrOptions
 from featurestream.selectors.untestable import (
     UNTESTABLE,
@@ -52,6 +58,18 @@ class SAOLAParams(Params):
         "bound": StrOptions(("saola", "max")),
         "max_features": NoneOr(Interval(int, 1, None, "left")),
         "untestable": UNTESTABLE,
+    }
+    descriptions: ClassVar[dict[str, str]] = {
+        "test": "`fisher_z`: Fisher's z test of the correlation (continuous data); `su`: "
+        "symmetrical uncertainty (discrete codes)",
+        "alpha": "significance level of the Fisher z tests (`fisher_z` only)",
+        "delta": "relevance threshold: features with SU <= delta are irrelevant (`su` only)",
+        "bound": "`max` (SAOLA-max) compares t with max(dep_f, dep_g) in both tests: fewer "
+        "features are found redundant",
+        "max_features": "keep at most this many features, the most relevant (evictions have reason "
+        "`max_features`)",
+        "untestable": "what a test that cannot be made counts as: `independent` (the reference "
+        "rule) or `dependent` (nothing is rejected or evicted on such a test)",
     }
 
     test: str = "fisher_z"
@@ -134,6 +152,8 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
     """
 
     name: ClassVar[str] = "saola"
+    score: ClassVar[ScoreKind] = TEST_SCORES["fisher_z"]
+    score_by = ("test", {t: TEST_SCORES[t] for t in ("fisher_z", "su")})
     params_type: ClassVar[type[Params]] = SAOLAParams
     state_type: ClassVar[type[Any]] = SAOLAState
     status_fields: ClassVar[tuple[str, ...]] = ("tests_performed", "tests_untestable")
@@ -225,6 +245,7 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
         accepted_total = 0
 
         for i, name in enumerate(names):
+            self.checkpoint(i)
             dep_f = float(dep_new[i])
             if constant[i]:
                 decisions.append(Decision(name, False, Reason.CONSTANT, score=None))
