@@ -23,6 +23,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from featurestream.config import Settings
+    from featurestream.logs import configure_logging, logging_config
 
     overrides = {
         "host": args.host,
@@ -40,6 +41,8 @@ def _serve(args: argparse.Namespace) -> int:
             field = ".".join(str(p) for p in err["loc"]) or "settings"
             print(f"featurestream serve: {field}: {err['msg']}", file=sys.stderr)
         return 2
+    # JSON lines from here on, an exception nothing catches included (logs.py).
+    configure_logging(settings.log_level)
     # Worker processes build their app from the environment: hand the options down.
     for key, value in overrides.items():
         os.environ[f"FEATURESTREAM_{key.upper()}"] = str(value)
@@ -50,6 +53,8 @@ def _serve(args: argparse.Namespace) -> int:
         port=settings.port,
         workers=settings.workers,
         log_level=settings.log_level,
+        # Every line as JSON, uvicorn's own too (start-up, shutdown, errors, tracebacks).
+        log_config=logging_config(settings.log_level),
         # The app writes its own access lines, as JSON with request ids (logs.py).
         access_log=False,
         timeout_graceful_shutdown=10,
