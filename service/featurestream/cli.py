@@ -9,6 +9,7 @@ this parser, so that one ``featurestream`` command offers all.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -17,6 +18,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from featurestream import __version__
+
+_log = logging.getLogger("featurestream.cli")
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -37,9 +40,11 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         settings = Settings(**overrides)
     except ValidationError as exc:
+        # A log line like every other of the server's (JSON), naming the setting.
+        configure_logging()
         for err in exc.errors():
             field = ".".join(str(p) for p in err["loc"]) or "settings"
-            print(f"featurestream serve: {field}: {err['msg']}", file=sys.stderr)
+            _log.error("featurestream serve: %s: %s", field, err["msg"], extra={"setting": field})
         return 2
     # JSON lines from here on, an exception nothing catches included (logs.py).
     configure_logging(settings.log_level)

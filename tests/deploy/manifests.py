@@ -100,10 +100,13 @@ def serve_port(args: list[str], env: dict[str, str]) -> int:
 _INTERPOLATION = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::?-(?P<default>[^}]*))?\}")
 
 
-def interpolate(value: str) -> str:
-    """Compose's ``${VAR:-default}`` with nothing set in the environment."""
+def interpolate(value: str, environ: dict[str, str] | None = None) -> str:
+    """Compose's ``${VAR:-default}`` with ``environ`` (default: nothing) set in the shell."""
+    environ = environ or {}
 
     def sub(m: re.Match[str]) -> str:
+        if environ.get(m.group("name")):
+            return environ[m.group("name")]
         if m.group("default") is None:
             raise AssertionError(f"{m.group(0)} has no default: compose would need it set")
         return m.group("default")
@@ -112,8 +115,17 @@ def interpolate(value: str) -> str:
 
 
 @cache
-def compose() -> dict[str, Any]:
-    return dict(yaml.safe_load((DOCKER / "docker-compose.yml").read_text()))
+def compose(name: str = "docker-compose.yml") -> dict[str, Any]:
+    return dict(yaml.safe_load((DOCKER / name).read_text()))
+
+
+def compose_variables() -> set[str]:
+    """The shell variables the compose files interpolate (``${NAME...}``)."""
+    return {
+        match.group("name")
+        for path in DOCKER.glob("docker-compose*.yml")
+        for match in _INTERPOLATION.finditer(path.read_text())
+    }
 
 
 def compose_env(service: str) -> dict[str, str]:

@@ -194,3 +194,15 @@ def test_several_workers_on_redis_log_json_lines_only(tmp_path: Path, redis_url:
     started = [r for r in records if "serving on store redis" in r["msg"]]
     assert len(started) == 2, "each worker logs its start"
     assert has(records, "uvicorn.error", "info", "Stopping parent process")
+
+
+def test_an_invalid_setting_is_a_json_line_naming_it(tmp_path: Path) -> None:
+    server = Server(tmp_path, env={"FEATURESTREAM_WORKERS": "0"})
+    try:
+        server.proc.wait(60)
+    finally:
+        status = server.stop()
+    assert status == 2
+    (line,) = server.records()
+    assert line["level"] == "error" and line["setting"] == "workers"
+    assert line["msg"].startswith("featurestream serve: workers: ")

@@ -207,10 +207,13 @@ def run(command: Command, ctx: Context) -> None:
     while argv and re.match(r"^[A-Z_][A-Z0-9_]*=", argv[0]):
         key, _, value = argv.pop(0).partition("=")
         env[key] = value
+    compose = argv[:2] == ["docker", "compose"]
     for key in env:
-        assert m.setting_name(key) or key in client_env_names(), (
-            f"{key} is not a setting ({command.text})"
-        )
+        assert (
+            m.setting_name(key)
+            or key in client_env_names()
+            or (compose and key in m.compose_variables())
+        ), f"{key} is not a setting ({command.text})"
     assert argv, command.text
     handler = HANDLERS.get(argv[0])
     assert handler is not None, (
@@ -404,7 +407,13 @@ def _docker(argv: list[str], command: Command, ctx: Context) -> None:
     if argv[1] == "compose":
         assert argv[2] == "-f", "name the compose file: docker compose -f docker/docker-compose.yml"
         assert (ROOT / argv[3]).resolve() == m.DOCKER / "docker-compose.yml", argv[3]
-        sub, rest = argv[4], argv[5:]
+        at = 4
+        while argv[at] == "-f":  # override files, on top of the main one
+            override = (ROOT / argv[at + 1]).resolve()
+            assert override.parent == m.DOCKER and override.is_file(), argv[at + 1]
+            assert set(m.compose(override.name)["services"]) <= set(m.compose()["services"])
+            at += 2
+        sub, rest = argv[at], argv[at + 1 :]
         services = set(m.compose()["services"])
         allowed = {"up": {"-d", "--build"}, "down": {"-v"}, "ps": set(), "pull": set()}
         if sub in allowed:
@@ -432,7 +441,8 @@ def _docker(argv: list[str], command: Command, ctx: Context) -> None:
             if args[i] == "--rm":
                 i += 1
             elif args[i] == "-p":
-                _, _, container = args[i + 1].partition(":")
+                # [address:]published:container
+                container = args[i + 1].rsplit(":", 1)[1]
                 expose = m.dockerfile()[1][-1].all("EXPOSE")[0]
                 assert int(container) == int(expose), command.text
                 i += 2
