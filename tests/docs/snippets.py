@@ -120,7 +120,11 @@ def commands(code: str) -> list[Command]:
         tokens = list(lexer)
         part: list[str] = []
         for token in [*tokens, "&&"]:
-            if token == "&&":
+            # The one pipe the docs use: a manifest printed by kubectl, into kubectl apply
+            # (each side checked as a command of its own).
+            if token == "|" and part[-3:] != ["--dry-run=client", "-o", "yaml"]:
+                raise AssertionError(f"shell operator '|' in {text.strip()!r}: keep docs simple")
+            if token in ("&&", "|"):
                 assert part, f"empty command in {text!r}"
                 out.append(Command(part, expect, text.strip()))
                 part = []
@@ -486,7 +490,10 @@ def _resource(ref: str) -> dict[str, Any]:
 @handles("kubectl")
 def _kubectl(argv: list[str], command: Command, ctx: Context) -> None:
     sub, rest = argv[1], argv[2:]
-    if sub in ("apply", "delete"):
+    if sub == "apply" and rest == ["-f", "-"]:
+        assert "kubectl create secret generic" in command.text, command.text
+        assert "--dry-run=client -o yaml |" in command.text, command.text
+    elif sub in ("apply", "delete"):
         assert rest[0] == "-k" and len(rest) == 2, command.text
         assert (ROOT / rest[1] / "kustomization.yaml").is_file(), rest[1]
     elif sub == "kustomize":
@@ -514,7 +521,13 @@ def _kubectl(argv: list[str], command: Command, ctx: Context) -> None:
             for v in c.get("env", [])
             if "valueFrom" in v
         }
-        for literal in rest[3:]:
+        options = list(rest[3:])
+        if options[-3:] == ["--dry-run=client", "-o", "yaml"]:
+            options = options[:-3]
+        for literal in options:
+            if literal.startswith("--from-file="):
+                _keys_secret_file(name, literal.removeprefix("--from-file="), command)
+                continue
             assert literal.startswith("--from-literal="), command.text
             key, _, value = literal.removeprefix("--from-literal=").partition("=")
             env_var = refs.get((name, key))
@@ -533,6 +546,22 @@ def _kubectl(argv: list[str], command: Command, ctx: Context) -> None:
         _redis_cli(inner, command, ctx)
     else:
         raise AssertionError(f"kubectl {sub} not modelled: {command.text}")
+
+
+def _keys_secret_file(name: str, source: str, command: Command) -> None:
+    """``--from-file=KEY=PATH`` of a Secret the Deployment mounts: KEY is the keys file."""
+    from featurestream.api.auth import parse_keys
+
+    key, _, path = source.partition("=")
+    docs = m.overlay("external-redis")
+    pod = m.one(docs, "Deployment", "featurestream")["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v.get("secret", {}).get("secretName") == name]
+    (mount,) = [
+        v for c in pod["containers"] for v in c["volumeMounts"] if v["name"] == volume["name"]
+    ]
+    env = m.one(docs, "ConfigMap", "featurestream-config")["data"]
+    assert env["FEATURESTREAM_API_KEYS_FILE"] == f"{mount['mountPath']}/{key}", command.text
+    parse_keys((ROOT / path).read_text())
 
 
 # --------------------------------------------------------------------------- redis-cli
