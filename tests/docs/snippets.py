@@ -428,6 +428,11 @@ def _docker(argv: list[str], command: Command, ctx: Context) -> None:
             assert rest[0] in services, command.text
             if rest[1] == "redis-cli":
                 _redis_cli(rest[1:], command, ctx)
+            elif rest[1] == "featurestream":
+                # The image holds the client: its commands run inside (the server's
+                # own URL, http://127.0.0.1:8000, is the default).
+                parsed = build_parser().parse_args(rest[2:])
+                assert parsed.command not in ("serve", "bench"), command.text
             else:
                 raise AssertionError(f"docker compose exec not modelled: {command.text}")
         else:
