@@ -4,12 +4,13 @@ Every HTTP request gets an id (assigned by ``api/middleware.py``), kept in
 a context variable for the duration of the request and added to every log
 record emitted meanwhile, so one request's lines can be found together.
 ``logging_config`` is the one logging configuration of a server process: every
-logger (featurestream's, uvicorn's ``uvicorn.error`` and ``uvicorn.access``,
-and any other library's, through the root logger) writes one JSON object per
-line to stderr, tracebacks included (in ``exc``). ``featurestream serve`` hands
-it to uvicorn (``log_config``), so uvicorn's own start-up, shutdown and error
-lines are JSON too; ``configure_logging`` applies it in a process uvicorn did
-not configure, and routes Python warnings to the same lines.
+logger (featurestream's, uvicorn's ``uvicorn.error``, and any other library's,
+through the root logger) writes one JSON object per line to stderr, tracebacks
+included (in ``exc``); uvicorn's access log stays off, the app writes its own.
+``featurestream serve`` hands it to uvicorn (``log_config``), so uvicorn's own
+start-up, shutdown and error lines are JSON too; ``configure_logging`` applies
+it in a process uvicorn did not configure, and routes Python warnings and
+uncaught exceptions to the same lines.
 """
 
 from __future__ import annotations
