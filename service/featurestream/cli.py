@@ -9,6 +9,7 @@ this parser, so that one ``featurestream`` command offers all.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -18,11 +19,14 @@ from pydantic import ValidationError
 
 from featurestream import __version__
 
+_log = logging.getLogger("featurestream.cli")
+
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from featurestream.config import Settings
+    from featurestream.logs import configure_logging, logging_config
 
     overrides = {
         "host": args.host,
@@ -36,10 +40,14 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         settings = Settings(**overrides)
     except ValidationError as exc:
+        # A log line like every other of the server's (JSON), naming the setting.
+        configure_logging()
         for err in exc.errors():
             field = ".".join(str(p) for p in err["loc"]) or "settings"
-            print(f"featurestream serve: {field}: {err['msg']}", file=sys.stderr)
+            _log.error("featurestream serve: %s: %s", field, err["msg"], extra={"setting": field})
         return 2
+    # JSON lines from here on, an exception nothing catches included (logs.py).
+    configure_logging(settings.log_level)
     # Worker processes build their app from the environment: hand the options down.
     for key, value in overrides.items():
         os.environ[f"FEATURESTREAM_{key.upper()}"] = str(value)
@@ -50,6 +58,8 @@ def _serve(args: argparse.Namespace) -> int:
         port=settings.port,
         workers=settings.workers,
         log_level=settings.log_level,
+        # Every line as JSON, uvicorn's own too (start-up, shutdown, errors, tracebacks).
+        log_config=logging_config(settings.log_level),
         # The app writes its own access lines, as JSON with request ids (logs.py).
         access_log=False,
         timeout_graceful_shutdown=10,

@@ -100,10 +100,13 @@ def serve_port(args: list[str], env: dict[str, str]) -> int:
 _INTERPOLATION = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::?-(?P<default>[^}]*))?\}")
 
 
-def interpolate(value: str) -> str:
-    """Compose's ``${VAR:-default}`` with nothing set in the environment."""
+def interpolate(value: str, environ: dict[str, str] | None = None) -> str:
+    """Compose's ``${VAR:-default}`` with ``environ`` (default: nothing) set in the shell."""
+    environ = environ or {}
 
     def sub(m: re.Match[str]) -> str:
+        if environ.get(m.group("name")):
+            return environ[m.group("name")]
         if m.group("default") is None:
             raise AssertionError(f"{m.group(0)} has no default: compose would need it set")
         return m.group("default")
@@ -112,8 +115,17 @@ def interpolate(value: str) -> str:
 
 
 @cache
-def compose() -> dict[str, Any]:
-    return dict(yaml.safe_load((DOCKER / "docker-compose.yml").read_text()))
+def compose(name: str = "docker-compose.yml") -> dict[str, Any]:
+    return dict(yaml.safe_load((DOCKER / name).read_text()))
+
+
+def compose_variables() -> set[str]:
+    """The shell variables the compose files interpolate (``${NAME...}``)."""
+    return {
+        match.group("name")
+        for path in DOCKER.glob("docker-compose*.yml")
+        for match in _INTERPOLATION.finditer(path.read_text())
+    }
 
 
 def compose_env(service: str) -> dict[str, str]:
@@ -213,6 +225,54 @@ def dockerignore_allows(path: str) -> bool:
         ):
             keep = negate
     return keep
+
+
+def builder_copies() -> list[tuple[str, str]]:
+    """(source, destination) of each COPY of the builder stage (destinations under WORKDIR)."""
+    builder = dockerfile()[1][0]
+    out = []
+    for arg in builder.all("COPY"):
+        parts = [p for p in arg.split() if not p.startswith("--")]
+        *sources, dest = parts
+        if len(sources) == 1 and dest not in ("./", "."):
+            out.append((sources[0], dest))
+        else:
+            out += [(src, f"./{Path(src).name}") for src in sources]
+    return out
+
+
+def build_context_copy(target: Path) -> None:
+    """The builder's WORKDIR after its COPY steps: what the context keeps, where COPY puts it."""
+    for src, dest in builder_copies():
+        origin = ROOT / src
+        files = [origin] if origin.is_file() else sorted(origin.rglob("*"))
+        for path in files:
+            rel = path.relative_to(ROOT).as_posix()
+            if not path.is_file() or not dockerignore_allows(rel):
+                continue
+            inside = path.relative_to(origin) if origin.is_dir() else Path()
+            out = (target / dest / inside).resolve()
+            if origin.is_file() and dest.endswith("/"):
+                out = (target / dest / path.name).resolve()
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(path.read_bytes())
+
+
+def pip_requirement(run: str, command: str) -> str:
+    """The one requirement (path or name, with extras) a ``pip <command>`` RUN line names."""
+    words = shlex.split(run[run.index(f"pip {command}") :])[2:]
+    reqs = [w for w in words if not w.startswith("-") and "=" not in w.split("[")[0]]
+    # --wheel-dir DIR, --find-links DIR: options with a separate value.
+    values = {words[i + 1] for i, w in enumerate(words[:-1]) if w in ("--wheel-dir", "-w")}
+    reqs = [r for r in reqs if r not in values]
+    assert len(reqs) == 1, f"pip {command} names {reqs}: expected one requirement"
+    return reqs[0]
+
+
+def extras_of(requirement: str) -> set[str]:
+    match = re.fullmatch(r"([^\[]+)(?:\[([^\]]*)\])?", requirement)
+    assert match, requirement
+    return {e.strip() for e in (match.group(2) or "").split(",") if e.strip()}
 
 
 # --------------------------------------------------------------------------- kustomize

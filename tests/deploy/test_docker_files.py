@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from urllib.parse import urlsplit
 
@@ -184,12 +185,74 @@ def test_compose_publishes_only_the_proxy_which_forwards_to_the_server() -> None
     assert listens == int(runtime_stage().all("EXPOSE")[0])
     conf = nginx_conf()
     (proxy_listens,) = re.findall(r"^\s*listen (\d+);", conf, re.M)
-    assert [str(p) for p in services["proxy"]["ports"]] == [f"{listens}:{proxy_listens}"]
+    (published,) = proxy_ports()
+    assert published.split(":")[1:] == [str(listens), proxy_listens]
+    assert not [name for name, s in services.items() if "ports" in s and name != "proxy"]
     assert re.search(rf"^\s*server featurestream:{listens};", conf, re.M)
     (mount,) = services["proxy"]["volumes"]
     source, target, mode = mount.split(":")
     assert (m.DOCKER / source).resolve() == m.DOCKER / "nginx.conf"
     assert target == "/etc/nginx/nginx.conf" and mode == "ro"
+
+
+def proxy_ports(environ: dict[str, str] | None = None) -> list[str]:
+    """The proxy's published ports, ``address:published:target``, interpolated."""
+    return [m.interpolate(str(p), environ) for p in m.compose()["services"]["proxy"]["ports"]]
+
+
+def test_compose_publishes_the_unauthenticated_api_on_this_machine_only() -> None:
+    # The compose deployment runs without API keys ...
+    assert f"{m.ENV_PREFIX}API_KEYS_FILE" not in m.compose_env("featurestream")
+    # ... so its one published port listens on the loopback interface by default.
+    (published,) = proxy_ports()
+    address, port, _ = published.split(":")
+    assert ipaddress.ip_address(address).is_loopback
+    assert int(port) == DEFAULT_PORT
+    # PUBLISH_ADDRESS overrides it, with the keys file added, as the comments and docs say.
+    (everywhere,) = proxy_ports({"PUBLISH_ADDRESS": "0.0.0.0"})
+    assert everywhere.startswith("0.0.0.0:")
+    command = (
+        "PUBLISH_ADDRESS=0.0.0.0 docker compose -f docker/docker-compose.yml"
+        " -f docker/docker-compose.keys.yml up"
+    )
+    for text in (
+        (m.DOCKER / "docker-compose.yml").read_text(),
+        (m.DOCKER / "docker-compose.keys.yml").read_text(),
+        compose_docs(),
+    ):
+        assert command in text
+    assert "127.0.0.1" in compose_docs()
+
+
+def compose_docs() -> str:
+    operations = (m.ROOT / "docs" / "operations.md").read_text()
+    return operations.split("## Docker Compose")[1].split("\n## ")[0]
+
+
+def test_the_keys_file_turns_keys_on_for_the_compose_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from featurestream.api.auth import KeyRing, parse_keys
+
+    keys = m.compose("docker-compose.keys.yml")
+    assert set(keys["services"]) == {"featurestream"}
+    service = keys["services"]["featurestream"]
+    env = m.compose_env("featurestream") | {
+        k: m.interpolate(str(v)) for k, v in service["environment"].items()
+    }
+    settings = m.settings_from_env(env, monkeypatch)
+    assert settings.api_keys_file is not None
+    path = str(settings.api_keys_file)
+    (mount,) = service["volumes"]
+    source, target, mode = mount.split(":")
+    assert mode == "ro"
+    # A directory, so that an editor replacing the file still reaches the container.
+    assert path.startswith(target + "/")
+    shipped = (m.DOCKER / source).resolve() / path[len(target) + 1 :]
+    assert shipped.is_file()
+    # It parses (the server starts) and holds no key: every /v1 call refused until one is added.
+    assert parse_keys(shipped.read_text()) == ()
+    assert KeyRing.from_file(shipped).enabled
 
 
 def nginx_conf() -> str:
@@ -248,5 +311,6 @@ def test_compose_redis_keeps_an_append_only_file_on_a_named_volume() -> None:
 
 def test_interpolation_needs_defaults() -> None:
     assert m.interpolate("${A:-2}") == "2"
+    assert m.interpolate("${A:-2}", {"A": "3"}) == "3"
     with pytest.raises(AssertionError):
         m.interpolate("${A}")

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import re
+import shlex
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -68,7 +72,6 @@ def test_overlay_renders_the_expected_resources(name: str) -> None:
         "Deployment/featurestream",
         "Ingress/featurestream",
         "PodDisruptionBudget/featurestream",
-        "Secret/featurestream-api-keys",
         "Service/featurestream",
     ]
     store = [
@@ -154,7 +157,7 @@ def test_store_url_secret_points_at_the_redis_service() -> None:
 
 def test_external_overlay_generates_no_store_secret() -> None:
     docs = m.overlay("external-redis")
-    assert [d["metadata"]["name"] for d in m.find(docs, "Secret")] == ["featurestream-api-keys"]
+    assert not m.find(docs, "Secret")
     assert not m.find(docs, "StatefulSet")
 
 
@@ -255,22 +258,99 @@ def test_network_policy_admits_only_the_api_pods_to_redis() -> None:
     assert not m.matches(source["podSelector"]["matchLabels"], pod_labels(sts))
 
 
+KEYS_SECRET = "featurestream-api-keys"
+
+
+def keys_secret_commands(text: str) -> list[list[str]]:
+    """The ``kubectl create secret generic featurestream-api-keys ...`` commands of a text."""
+    joined = re.sub(r"\\\n\s*#?\s*", " ", text)
+    found = re.findall(rf"kubectl create secret generic {KEYS_SECRET} [^\n|`]*", joined)
+    return [shlex.split(command) for command in found]
+
+
+def documented_keys_secret(tmp_path: Path) -> dict[str, Any]:
+    """The Secret the documented command creates, from the shipped template with a key added."""
+    (command, *_) = keys_secret_commands((m.DEPLOY / "base" / "kustomization.yaml").read_text())
+    (source,) = [a for a in command if a.startswith("--from-file=")]
+    key, _, path = source.removeprefix("--from-file=").partition("=")
+    assert (m.ROOT / path).resolve() == m.DEPLOY / "base" / "api-keys.txt"
+    template = (m.ROOT / path).read_text()
+    copy = tmp_path / "api-keys.txt"
+    copy.write_text(template + f"acme:{hashlib.sha256(b'k').hexdigest()}\n")
+    secret = {
+        "kind": "Secret",
+        "metadata": {"name": command[4]},
+        "data": {key: base64.b64encode(copy.read_bytes()).decode()},
+    }
+    if shutil.which("kubectl"):
+        argv = [*command[:5], f"--from-file={key}={copy}", "--dry-run=client", "-o", "yaml"]
+        out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60)
+        real = yaml.safe_load(out.stdout)
+        assert real["metadata"]["name"] == secret["metadata"]["name"]
+        decoded = {k: base64.b64decode(v) for k, v in real["data"].items()}
+        assert decoded == {key: copy.read_bytes()}
+    return secret
+
+
 @OVERLAYS
-def test_api_keys_file_is_the_mounted_secret(name: str) -> None:
+def test_the_documented_keys_secret_is_the_file_the_server_reads(name: str, tmp_path: Path) -> None:
     from featurestream.api.auth import parse_keys
 
     docs = m.overlay(name)
+    secret = documented_keys_secret(tmp_path)
     env = m.one(docs, "ConfigMap", "featurestream-config")["data"]
     path = env[f"{m.ENV_PREFIX}API_KEYS_FILE"]
     pod = deployment(docs)["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     mount = next(v for v in container["volumeMounts"] if path.startswith(v["mountPath"] + "/"))
     volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
-    secret = m.one(docs, "Secret", volume["secret"]["secretName"])
+    assert volume["secret"]["secretName"] == secret["metadata"]["name"]
     key = path[len(mount["mountPath"]) + 1 :]
     text = base64.b64decode(secret["data"][key]).decode()
-    # The shipped file parses (so pods start) and holds no key: access is opt-in.
-    assert parse_keys(text) == ()
+    assert [tenant for tenant, _ in parse_keys(text)] == ["acme"]
+    # The shipped template parses and holds no key: access is opt-in.
+    assert parse_keys((m.DEPLOY / "base" / "api-keys.txt").read_text()) == ()
+
+
+@OVERLAYS
+def test_a_changed_keys_secret_reaches_running_pods_without_a_rollout(name: str) -> None:
+    """The keys rotate in place, as the manifests' comments and docs/operations.md say.
+
+    kustomize names a generated Secret after a hash of its content, so a change
+    would be a new Secret and a rollout. The keys Secret is a plain one, made by
+    ``kubectl create`` (never generated), mounted as a whole volume: the
+    kubelet updates a volume in place, never a ``subPath`` mount.
+    """
+    docs = m.overlay(name)
+    kz = yaml.safe_load((m.DEPLOY / "base" / "kustomization.yaml").read_text())
+    generated = [g["name"] for g in kz.get("secretGenerator", [])]
+    assert KEYS_SECRET not in generated
+    assert not m.find(docs, "Secret", KEYS_SECRET)
+    pod = deployment(docs)["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v.get("secret", {}).get("secretName") == KEYS_SECRET]
+    assert not volume["secret"].get("items"), "items would still update, but name only one file"
+    (container,) = pod["containers"]
+    (mount,) = [v for v in container["volumeMounts"] if v["name"] == volume["name"]]
+    assert "subPath" not in mount, "a subPath mount never sees a Secret's update"
+    # Every place that says how to create or rotate it says the same.
+    operations = (m.ROOT / "docs" / "operations.md").read_text()
+    texts = {
+        "docs/operations.md": operations,
+        "deploy/base/kustomization.yaml": (m.DEPLOY / "base" / "kustomization.yaml").read_text(),
+        "deploy/base/api-keys.txt": (m.DEPLOY / "base" / "api-keys.txt").read_text(),
+        f"overlays/{name}": (m.DEPLOY / "overlays" / name / "kustomization.yaml").read_text(),
+    }
+    (create, *_) = keys_secret_commands(texts["deploy/base/kustomization.yaml"])
+    for where, text in texts.items():
+        commands = keys_secret_commands(text)
+        assert commands, f"{where} does not say how to create the keys Secret"
+        for command in commands:
+            assert command[:5] == create[:5] and command[5] == create[5], (where, command)
+    for where in ("docs/operations.md", "deploy/base/kustomization.yaml"):
+        rotate = [c for c in keys_secret_commands(texts[where]) if "--dry-run=client" in c]
+        assert rotate, f"{where} does not say how to update the keys Secret in place"
+        assert "kubectl apply -f -" in texts[where]
+    assert "without a restart" in operations
 
 
 def test_renderer_rejects_kustomize_features_it_does_not_model(tmp_path: Any) -> None:
@@ -315,3 +395,7 @@ def test_kubectl_kustomize_renders_what_the_checks_read(name: str) -> None:
         elif d["kind"] == "Deployment":
             assert api_container([d])["image"] == api_container(ours)["image"]
             assert api_container([d])["readinessProbe"] == api_container(ours)["readinessProbe"]
+            # No hash suffix on the keys Secret: kustomize leaves a Secret it does not
+            # generate under its own name.
+            volumes = d["spec"]["template"]["spec"]["volumes"]
+            assert volumes == deployment(ours)["spec"]["template"]["spec"]["volumes"]

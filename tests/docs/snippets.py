@@ -120,7 +120,11 @@ def commands(code: str) -> list[Command]:
         tokens = list(lexer)
         part: list[str] = []
         for token in [*tokens, "&&"]:
-            if token == "&&":
+            # The one pipe the docs use: a manifest printed by kubectl, into kubectl apply
+            # (each side checked as a command of its own).
+            if token == "|" and part[-3:] != ["--dry-run=client", "-o", "yaml"]:
+                raise AssertionError(f"shell operator '|' in {text.strip()!r}: keep docs simple")
+            if token in ("&&", "|"):
                 assert part, f"empty command in {text!r}"
                 out.append(Command(part, expect, text.strip()))
                 part = []
@@ -207,10 +211,13 @@ def run(command: Command, ctx: Context) -> None:
     while argv and re.match(r"^[A-Z_][A-Z0-9_]*=", argv[0]):
         key, _, value = argv.pop(0).partition("=")
         env[key] = value
+    compose = argv[:2] == ["docker", "compose"]
     for key in env:
-        assert m.setting_name(key) or key in client_env_names(), (
-            f"{key} is not a setting ({command.text})"
-        )
+        assert (
+            m.setting_name(key)
+            or key in client_env_names()
+            or (compose and key in m.compose_variables())
+        ), f"{key} is not a setting ({command.text})"
     assert argv, command.text
     handler = HANDLERS.get(argv[0])
     assert handler is not None, (
@@ -404,7 +411,13 @@ def _docker(argv: list[str], command: Command, ctx: Context) -> None:
     if argv[1] == "compose":
         assert argv[2] == "-f", "name the compose file: docker compose -f docker/docker-compose.yml"
         assert (ROOT / argv[3]).resolve() == m.DOCKER / "docker-compose.yml", argv[3]
-        sub, rest = argv[4], argv[5:]
+        at = 4
+        while argv[at] == "-f":  # override files, on top of the main one
+            override = (ROOT / argv[at + 1]).resolve()
+            assert override.parent == m.DOCKER and override.is_file(), argv[at + 1]
+            assert set(m.compose(override.name)["services"]) <= set(m.compose()["services"])
+            at += 2
+        sub, rest = argv[at], argv[at + 1 :]
         services = set(m.compose()["services"])
         allowed = {"up": {"-d", "--build"}, "down": {"-v"}, "ps": set(), "pull": set()}
         if sub in allowed:
@@ -415,6 +428,11 @@ def _docker(argv: list[str], command: Command, ctx: Context) -> None:
             assert rest[0] in services, command.text
             if rest[1] == "redis-cli":
                 _redis_cli(rest[1:], command, ctx)
+            elif rest[1] == "featurestream":
+                # The image holds the client: its commands run inside (the server's
+                # own URL, http://127.0.0.1:8000, is the default).
+                parsed = build_parser().parse_args(rest[2:])
+                assert parsed.command not in ("serve", "bench"), command.text
             else:
                 raise AssertionError(f"docker compose exec not modelled: {command.text}")
         else:
@@ -432,7 +450,8 @@ def _docker(argv: list[str], command: Command, ctx: Context) -> None:
             if args[i] == "--rm":
                 i += 1
             elif args[i] == "-p":
-                _, _, container = args[i + 1].partition(":")
+                # [address:]published:container
+                container = args[i + 1].rsplit(":", 1)[1]
                 expose = m.dockerfile()[1][-1].all("EXPOSE")[0]
                 assert int(container) == int(expose), command.text
                 i += 2
@@ -476,7 +495,10 @@ def _resource(ref: str) -> dict[str, Any]:
 @handles("kubectl")
 def _kubectl(argv: list[str], command: Command, ctx: Context) -> None:
     sub, rest = argv[1], argv[2:]
-    if sub in ("apply", "delete"):
+    if sub == "apply" and rest == ["-f", "-"]:
+        assert "kubectl create secret generic" in command.text, command.text
+        assert "--dry-run=client -o yaml |" in command.text, command.text
+    elif sub in ("apply", "delete"):
         assert rest[0] == "-k" and len(rest) == 2, command.text
         assert (ROOT / rest[1] / "kustomization.yaml").is_file(), rest[1]
     elif sub == "kustomize":
@@ -504,7 +526,13 @@ def _kubectl(argv: list[str], command: Command, ctx: Context) -> None:
             for v in c.get("env", [])
             if "valueFrom" in v
         }
-        for literal in rest[3:]:
+        options = list(rest[3:])
+        if options[-3:] == ["--dry-run=client", "-o", "yaml"]:
+            options = options[:-3]
+        for literal in options:
+            if literal.startswith("--from-file="):
+                _keys_secret_file(name, literal.removeprefix("--from-file="), command)
+                continue
             assert literal.startswith("--from-literal="), command.text
             key, _, value = literal.removeprefix("--from-literal=").partition("=")
             env_var = refs.get((name, key))
@@ -523,6 +551,22 @@ def _kubectl(argv: list[str], command: Command, ctx: Context) -> None:
         _redis_cli(inner, command, ctx)
     else:
         raise AssertionError(f"kubectl {sub} not modelled: {command.text}")
+
+
+def _keys_secret_file(name: str, source: str, command: Command) -> None:
+    """``--from-file=KEY=PATH`` of a Secret the Deployment mounts: KEY is the keys file."""
+    from featurestream.api.auth import parse_keys
+
+    key, _, path = source.partition("=")
+    docs = m.overlay("external-redis")
+    pod = m.one(docs, "Deployment", "featurestream")["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v.get("secret", {}).get("secretName") == name]
+    (mount,) = [
+        v for c in pod["containers"] for v in c["volumeMounts"] if v["name"] == volume["name"]
+    ]
+    env = m.one(docs, "ConfigMap", "featurestream-config")["data"]
+    assert env["FEATURESTREAM_API_KEYS_FILE"] == f"{mount['mountPath']}/{key}", command.text
+    parse_keys((ROOT / path).read_text())
 
 
 # --------------------------------------------------------------------------- redis-cli

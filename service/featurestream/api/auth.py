@@ -79,7 +79,9 @@ class KeyRing:
     path: Path | None = None
     entries: tuple[tuple[str, bytes], ...] = ()
     generation: int = 0  # bumped whenever the set of entries changes
-    _mtime: float | None = field(default=None, repr=False)
+    # What stat() says of the file (through symlinks): a Kubernetes Secret volume swaps
+    # in new files, a copy may keep the old mtime; any difference means a re-read.
+    _identity: tuple[int, ...] | None = field(default=None, repr=False)
     _checked: float = field(default=0.0, repr=False)
     _missing: bool = field(default=False, repr=False)
 
@@ -107,7 +109,7 @@ class KeyRing:
         if entries != self.entries:
             self.generation += 1
         self.entries = entries
-        self._mtime = stat.st_mtime_ns
+        self._identity = _identity(stat)
         self._missing = False
         log.info(
             "loaded %d API key(s) for %d tenant(s)", len(entries), len({t for t, _ in entries})
@@ -122,7 +124,7 @@ class KeyRing:
             return
         self._checked = now
         try:
-            mtime = self.path.stat().st_mtime_ns
+            identity = _identity(self.path.stat())
         except OSError as exc:
             if not self._missing:
                 # Once per disappearance: the keys stay (a deleted file must not open the
@@ -136,7 +138,7 @@ class KeyRing:
                     len(self.entries),
                 )
             return
-        if mtime != self._mtime or self._missing:
+        if identity != self._identity or self._missing:
             self.reload()
 
     def credential(self, key: str | None) -> Credential | None:
@@ -162,6 +164,10 @@ class KeyRing:
             if hmac.compare_digest(presented, digest) and found is None:
                 found = tenant
         return found
+
+
+def _identity(stat: os.stat_result) -> tuple[int, ...]:
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
 def bearer_token(authorization: str | None) -> str | None:
