@@ -198,10 +198,16 @@ def create_core_op(
     stream_id: str | None,
     producer: str | None,
     chunking: Chunking,
+    target_type: str | None = None,
 ) -> Flow[StreamCore]:
     """Create a stream; what a handle on it knows (its writes numbered from 1)."""
     info = yield from _core.create_op(
-        algorithm, target=target, feature_names=feature_names, params=params, stream_id=stream_id
+        algorithm,
+        target=target,
+        feature_names=feature_names,
+        params=params,
+        stream_id=stream_id,
+        target_type=target_type,
     )
     core = handle_core(info.id, producer, 1, chunking)
     core.info = info

@@ -146,10 +146,13 @@ class AsyncClient(_Base[httpx.AsyncClient, httpx.AsyncBaseTransport]):
         params: Mapping[str, Any] | None = None,
         id: str | None = None,
         producer: str | None = None,
+        target_type: str | None = None,
     ) -> AsyncStream:
         """See :meth:`featurestream_client.Client.create_stream`."""
         core = await self._run(
-            create_core_op(algorithm, target, feature_names, params, id, producer, self.chunking)
+            create_core_op(
+                algorithm, target, feature_names, params, id, producer, self.chunking, target_type
+            )
         )
         return AsyncStream(self, core)
 

@@ -183,6 +183,7 @@ class Client(_Base[httpx.Client, httpx.BaseTransport]):
         params: Mapping[str, Any] | None = None,
         id: str | None = None,
         producer: str | None = None,
+        target_type: str | None = None,
     ) -> Stream:
         """Create a stream and return its handle.
 
@@ -191,8 +192,8 @@ class Client(_Base[httpx.Client, httpx.BaseTransport]):
         algorithm : str
             A name from :meth:`algorithms` (``"saola"``, ``"ofs"``, ...).
         target : array-like, optional
-            Feature-stream algorithms: the target vector y (length n). Labels
-            that are not numbers (``"yes"``/``"no"``) become codes in sorted order.
+            Feature-stream algorithms: the target vector y (length n): numbers,
+            or class labels (``"yes"``/``"no"``, class names), sent as strings.
         feature_names : sequence of str, optional
             Instance-stream algorithms: the fixed feature space.
         params : mapping, optional
@@ -201,9 +202,15 @@ class Client(_Base[httpx.Client, httpx.BaseTransport]):
             The stream id; generated when absent.
         producer : str, optional
             This handle's producer name (see :meth:`stream`).
+        target_type : str, optional
+            ``"auto"`` (the server's default), ``"continuous"``, ``"binary"`` or
+            ``"multiclass"``: how the server reads the target or the labels
+            (docs/algorithms.md, "Targets"); the stream shows the resolved type.
         """
         core = self._run(
-            create_core_op(algorithm, target, feature_names, params, id, producer, self.chunking)
+            create_core_op(
+                algorithm, target, feature_names, params, id, producer, self.chunking, target_type
+            )
         )
         return Stream(self, core)
 

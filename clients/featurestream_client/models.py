@@ -36,6 +36,8 @@ class StreamInfo:
     n_features: int | None = None
     created_at: str | None = None
     updated_at: str | None = None
+    target_type: str | None = None
+    classes: tuple[Any, ...] | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -50,6 +52,8 @@ class StreamInfo:
             n_features=_opt_int(d.get("n_features")),
             created_at=_opt_str(d.get("created_at")),
             updated_at=_opt_str(d.get("updated_at")),
+            target_type=_opt_str(d.get("target_type")),
+            classes=None if d.get("classes") is None else tuple(d["classes"]),
             raw=dict(d),
         )
 

@@ -20,6 +20,9 @@ Producer = Annotated[
 ]
 Name = Annotated[str, Field(min_length=1, max_length=NAME_MAX_LENGTH)]
 Seq = Annotated[int, Field(ge=1, strict=True)]
+# A class label or target value: a number, or a string (class names).
+Label = Number | Annotated[str, Field(min_length=1, max_length=NAME_MAX_LENGTH)]
+TargetType = Literal["auto", "continuous", "binary", "multiclass"]
 
 
 class _In(BaseModel):
@@ -32,7 +35,17 @@ class StreamCreate(_In):
     ) = None
     algorithm: str
     params: dict[str, Any] = Field(default_factory=dict)
-    target: list[Number] | None = Field(None, min_length=1)
+    target: list[Label] | None = Field(
+        None,
+        min_length=1,
+        description="Feature streams: the target y, numbers or class labels (strings).",
+    )
+    target_type: TargetType = Field(
+        "auto",
+        description="auto (resolved once from the target, or from an instance stream's "
+        "first labelled batch, as scikit-learn's type_of_target), continuous, binary or "
+        "multiclass. See docs/algorithms.md, Targets.",
+    )
     feature_names: list[str] | None = Field(None, min_length=1)
 
 
@@ -43,6 +56,12 @@ class StreamPublic(BaseModel):
     params: dict[str, Any]
     n_instances: int | None = None
     n_features: int | None = None
+    target_type: str | None = Field(
+        None, description="Supervised streams: the resolved target type (auto until resolved)."
+    )
+    classes: list[float | str] | None = Field(
+        None, description="Class targets: the labels as given, sorted (seen so far)."
+    )
     version: int
     created_at: str
     updated_at: str
@@ -119,7 +138,9 @@ class InstanceBatch(_In):
     producer: Producer = "default"
     seq: Seq | None = None
     X: list[list[Number]] = Field(min_length=1)
-    y: list[Number] | None = None
+    y: list[Label] | None = Field(
+        None, description="Labels, one per row: numbers, or class labels (strings)."
+    )
 
 
 class DecisionPublic(BaseModel):
@@ -204,7 +225,7 @@ class InstanceFrame(_In):
     seq: Seq | None = None
     X: list[list[Number]] | None = Field(None, min_length=1)
     x: list[Number] | None = Field(None, min_length=1)
-    y: list[Number] | Number | None = None
+    y: list[Label] | Label | None = None
 
     @model_validator(mode="after")
     def _one_shape(self) -> InstanceFrame:

@@ -29,6 +29,8 @@ class StreamResource:
     n_instances: int | None = None
     n_features: int | None = None
     tenant: str | None = None
+    target_type: str | None = None
+    classes: tuple[float | str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

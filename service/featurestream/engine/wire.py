@@ -220,10 +220,22 @@ def status(s: StreamStatus) -> Document:
     }
 
 
-def stream_resource(info: Mapping[str, Any], version: int, updated_at: str) -> StreamResource:
-    """A stream's stored info (written at creation), with its version."""
+def stream_resource(
+    info: Mapping[str, Any], version: int, updated_at: str, status: bytes | None = None
+) -> StreamResource:
+    """A stream's stored info (written at creation), with its version.
+
+    A supervised instance stream resolves its target from its first labelled
+    batch: its status then holds the resolved ``target_type`` and ``classes``.
+    """
     n_instances = info.get("n_instances")
     n_features = info.get("n_features")
+    target_type = info.get("target_type")
+    classes = info.get("classes")
+    if status is not None and info.get("kind") == "instances" and target_type is not None:
+        counters = parse_status_counters(status)
+        target_type = counters.get("target_type", target_type)
+        classes = counters.get("classes", classes)
     return StreamResource(
         id=str(info["id"]),
         algorithm=str(info["algorithm"]),
@@ -235,6 +247,8 @@ def stream_resource(info: Mapping[str, Any], version: int, updated_at: str) -> S
         n_instances=None if n_instances is None else int(n_instances),
         n_features=None if n_features is None else int(n_features),
         tenant=info.get("tenant"),
+        target_type=None if target_type is None else str(target_type),
+        classes=None if classes is None else tuple(classes),
     )
 
 
@@ -244,6 +258,10 @@ def stream(r: StreamResource) -> Document:
         out["n_instances"] = r.n_instances
     if r.n_features is not None:
         out["n_features"] = r.n_features
+    if r.target_type is not None:
+        out["target_type"] = r.target_type
+        if r.classes is not None:
+            out["classes"] = list(r.classes)
     out.update(created_at=r.created_at, version=r.version, updated_at=r.updated_at)
     return out
 

@@ -149,6 +149,9 @@ class Grafting(FeatureSelector[GraftingParams, GraftingState]):
     """
 
     name: ClassVar[str] = "grafting"
+    # docs/algorithms.md, "Targets": defined for binary (logistic) and continuous
+    # (squared loss) targets; a multi-class stream is refused at creation.
+    accepts_multiclass: ClassVar[bool] = False
     params_type: ClassVar[type[Params]] = GraftingParams
     state_type: ClassVar[type[Any]] = GraftingState
     score_field: ClassVar[str] = "weights"

@@ -24,9 +24,9 @@ import numpy as np
 import numpy.typing as npt
 
 from featurestream.selectors.base import JSON, InstanceSelector, Vector
-from featurestream.selectors.checks import binary_labels
 from featurestream.selectors.decisions import InstanceUpdate, SelectedFeature
 from featurestream.selectors.params import Interval, Params, StrOptions
+from featurestream.selectors.targets import typed_labels
 from featurestream.stats.sparse import is_sparse
 
 Index = np.ndarray[Any, np.dtype[np.intp]]
@@ -77,6 +77,12 @@ class OFSState:
     w: Vector
     instances_seen: int = 0
     mistakes: int = 0
+    # The declared or resolved target_type ("" for a stream created before target
+    # types: numeric binary labels), the classes seen (sorted) and the first label
+    # seen (selectors/targets.py, instance_labels_typed).
+    target_type: str = ""
+    classes: tuple[Any, ...] = ()
+    first_label: Any = None
 
 
 def truncate(v: Vector, B: int) -> None:
@@ -244,7 +250,8 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
         p = self.params
         s = self.state
         # docs/algorithms/ofs.md: labels in {0, 1} or {-1, +1}, 0 means -1; else an error.
-        labels = binary_labels(y if y is not None else np.zeros(0))
+        # A stream with a target type also takes any two labels (docs/algorithms.md, "Targets").
+        target, labels = typed_labels(self, y)
         before = _selected_order(s.w)
         w = s.w.copy()  # the private copy the kernel updates in place
         # The per-instance loop is compiled (_ofs_kernel): each update needs the
@@ -268,6 +275,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
             w=w,
             instances_seen=s.instances_seen + m,
             mistakes=s.mistakes + mistakes,
+            **target,
         )
         return InstanceUpdate(
             instances=m,

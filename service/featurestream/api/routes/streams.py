@@ -38,6 +38,7 @@ async def create_stream(
         algorithm=body.algorithm,
         params=body.params,
         target=body.target,
+        target_type=body.target_type,
         feature_names=body.feature_names,
     )
     response.headers["Location"] = f"/v1/streams/{created.id}"
