@@ -19,6 +19,7 @@ from sklearn.datasets import load_wine
 
 from featurestream_client import Client
 from featurestream_client.errors import FeatureStreamError
+from tests.client.live import has_websocket_route
 from tests.support import ServeProcess
 
 pytestmark = [pytest.mark.redis]
@@ -151,3 +152,22 @@ def test_sdk_sends_string_targets_as_given(serve: ServeProcess) -> None:
         assert numeric.refresh().target_type == "continuous" and numeric.refresh().classes is None
         with pytest.raises(FeatureStreamError):
             c.create_stream("saola", target=Y, target_type="ordinal")
+
+
+def test_sdk_sends_string_labels_of_instances_over_http_and_websocket(
+    serve: ServeProcess,
+) -> None:
+    order = np.random.default_rng(2).permutation(len(Y))
+    Xs = X[order]
+    names = np.array(["barolo", "grignolino", "barbera"])[Y[order]]
+    with Client(serve.url) as c:
+        http = c.create_stream("fires", feature_names=NAMES, params={"num_features": 4})
+        a = http.add_instances(Xs, names, batch_size=40)
+        assert http.refresh().classes == ("barbera", "barolo", "grignolino")
+        codes = c.create_stream("fires", feature_names=NAMES, params={"num_features": 4})
+        b = codes.add_instances(Xs, Y[order], batch_size=40)
+        assert list(a.selected) == list(b.selected)
+        if has_websocket_route():
+            ws = c.create_stream("fires", feature_names=NAMES, params={"num_features": 4})
+            out = ws.stream_instances(Xs, names, batch_size=40)
+            assert list(out.selected) == list(a.selected)

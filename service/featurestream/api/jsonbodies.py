@@ -419,7 +419,7 @@ def instance_frame(text: bytes | str) -> Instances:
     frame = InstanceFrame.model_validate_json(text)
     if frame.X is not None:
         X = _rows(frame.X, checked=True)
-        y = None if frame.y is None else _labels(frame.y)  # type: ignore[arg-type]
+        y = None if frame.y is None else _labels(frame.y)
     else:
         X = np.asarray([frame.x], dtype=np.float64)
         y = None if frame.y is None else _labels([frame.y])

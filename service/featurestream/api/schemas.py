@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    WithJsonSchema,
+    model_validator,
+)
 
 from featurestream.api.producers import PRODUCER_MAX_LENGTH, PRODUCER_PATTERN
 from featurestream.api.tenancy import STREAM_ID_PATTERN, reachable_stream_id
@@ -20,8 +28,26 @@ Producer = Annotated[
 ]
 Name = Annotated[str, Field(min_length=1, max_length=NAME_MAX_LENGTH)]
 Seq = Annotated[int, Field(ge=1, strict=True)]
-# A class label or target value: a number, or a string (class names).
-Label = Number | Annotated[str, Field(min_length=1, max_length=NAME_MAX_LENGTH)]
+
+
+def _label(v: Any) -> float | str:
+    """A number (not a boolean) or a non-empty string of at most NAME_MAX_LENGTH characters."""
+    if isinstance(v, str):
+        if not 1 <= len(v) <= NAME_MAX_LENGTH:
+            raise ValueError(f"a label is 1 to {NAME_MAX_LENGTH} characters")
+        return v
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    raise ValueError("a label is a number or a string")
+
+
+# A class label or target value: a number, or a string (class names). One
+# validator, so an error names the item (``target.1``), not a member of a union.
+Label = Annotated[
+    Any,
+    PlainValidator(_label),
+    WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string", "minLength": 1}]}),
+]
 TargetType = Literal["auto", "continuous", "binary", "multiclass"]
 
 

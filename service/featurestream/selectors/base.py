@@ -259,9 +259,10 @@ class InstanceSelector(Selector[P, S]):
     accepts_multiclass: ClassVar[bool] = False
 
     @classmethod
-    def start(cls, params: P, feature_names: Sequence[str], target_type: str = LEGACY) -> Self:
-        """A new stream; a supervised one declares ``target_type`` (docs/algorithms.md,
-        "Targets"). Without one, labels are the numbers of the binary rule."""
+    def start(cls, params: P, feature_names: Sequence[str], target_type: str = "auto") -> Self:
+        """A new stream; a supervised one has a ``target_type`` (docs/algorithms.md,
+        "Targets"). ``LEGACY`` ("") is the rule of streams stored before target types:
+        numeric binary labels only."""
         names = feature_names_tuple(feature_names)
         state = cls.initial_state(params, names)
         if target_type != LEGACY and cls.supervised:

@@ -246,16 +246,18 @@ def instance_labels_typed(
 
     ``auto`` is resolved from the first labelled batch; the classes are the
     labels seen so far (a binary stream holds at most two). Under the binary
-    rule, labels in {0, 1} or {-1, +1} map as they always did (0 means -1);
-    any other pair maps the first label the stream saw to -1: OFS and FIRES
-    are symmetric under y -> -y, so the selection does not depend on it.
+    rule, numeric labels are in {0, 1} or {-1, +1} and map as they always did
+    (0 means -1; any other number is an error); two strings map the first
+    label the stream saw to -1: OFS and FIRES are symmetric under y -> -y, so
+    the selection does not depend on it.
     """
     batch = resolve_target(y, "auto" if target_type == "auto" else target_type, field="y")
     resolved = batch.target_type if target_type == "auto" else target_type
     if resolved == "continuous":
         raise InvalidInput(
-            f"{algorithm} learns class labels; these look continuous (not all integers, or "
-            'more than 100 values). Declare target_type "binary" or "multiclass".',
+            "Labels must be in {0, 1} or {-1, +1}, or be class labels; these look continuous "
+            f"(not all integers, or more than 100 values), and {algorithm} learns classes. "
+            'Declare target_type "binary" or "multiclass".',
             field="y",
         )
     labels, _ = _labels(y, "y")
@@ -280,9 +282,15 @@ def instance_labels_typed(
     first = labels[0] if first is None else first
     if resolved == "multiclass" and accepts_multiclass:
         return Labels(codes(labels, new_classes, field="y"), True, resolved, new_classes, first)
-    if all(not isinstance(c, str) for c in new_classes) and (
-        set(new_classes) <= {0, 1} or set(new_classes) <= {-1, 1}
-    ):
+    if all(not isinstance(c, str) for c in new_classes):
+        # Numbers keep the binary rule's labels: {0, 1} or {-1, +1}, 0 meaning -1.
+        if not (set(new_classes) <= {0, 1} or set(new_classes) <= {-1, 1}):
+            raise InvalidInput(
+                "Labels must be in {0, 1} or {-1, +1} (or be two strings); got "
+                f"{', '.join(map(repr, new_classes[:5]))}. Class labels such as 1, 2, 3 "
+                'need a stream created with target_type "multiclass".',
+                field="y",
+            )
         pm = np.array([-1.0 if v == 0 else float(v) for v in labels])
     else:
         pm = np.array([-1.0 if v == first else 1.0 for v in labels])
@@ -298,6 +306,8 @@ def typed_labels(selector: Any, y: Any) -> tuple[dict[str, Any], FloatArray]:
     from featurestream.selectors.checks import binary_labels
 
     s = selector.state
+    if y is not None and len(y) == 0:
+        return {}, np.zeros(0)  # an empty batch resolves nothing
     if s.target_type == LEGACY:
         return {}, binary_labels(y if y is not None else np.zeros(0))
     got = instance_labels_typed(

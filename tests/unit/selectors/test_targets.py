@@ -216,7 +216,7 @@ def test_ofs_refuses_a_third_class_and_takes_two_string_labels() -> None:
     with pytest.raises(InvalidInput, match="accept multi-class targets: alpha_investing"):
         sel.learn_instances(BC_X[:3], ["a", "b", "c"])
     assert sel.instances_seen == 0
-    numeric = cls.start(cls.params_type(num_features=5), names)
+    numeric = cls.start(cls.params_type(num_features=5), names, "")
     numeric.learn_instances(BC_X, BC_Y)
     for labels in (np.where(BC_Y == 1, "pos", "neg"), np.where(BC_Y == 1, "a", "b"), 1 - BC_Y):
         typed = cls.start(cls.params_type(num_features=5), names, "auto")
@@ -246,7 +246,7 @@ def test_fires_one_vs_rest_ignores_the_labels(perm: list[int], as_strings: bool)
 def test_fires_keeps_the_binary_rule_for_numeric_binary_labels() -> None:
     cls: Any = REGISTRY["fires"]
     names = [f"f{i}" for i in range(30)]
-    legacy = cls.start(cls.params_type(num_features=5), names)
+    legacy = cls.start(cls.params_type(num_features=5), names, "")
     typed = cls.start(cls.params_type(num_features=5), names, "auto")
     for lo in range(0, 569, 100):
         legacy.learn_instances(BC_X[lo : lo + 100], BC_Y[lo : lo + 100])
@@ -265,7 +265,7 @@ def test_class_labels_round_trip_through_the_codec_and_old_states_decode() -> No
     assert np.array_equal(back.mu, sel.state.mu)
     # A state stored before target types has none of the new fields: it decodes to
     # the old behaviour (numeric binary labels, one model; one target column).
-    old = cls.start(cls.params_type(num_features=3), [f"f{i}" for i in range(13)])
+    old = cls.start(cls.params_type(num_features=3), [f"f{i}" for i in range(13)], "")
     blob = without_fields(
         codec.encode("fires", old.params.to_dict(), old.state),
         ("target_type", "classes", "first_label"),
