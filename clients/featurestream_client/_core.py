@@ -170,16 +170,24 @@ def get_info_op(stream_id: str) -> Op[StreamInfo]:
     return StreamInfo.from_json(reply.json())
 
 
-def target_list(target: Any) -> list[float]:
-    """The target vector as numbers; labels that are not numbers become codes 0..k-1."""
+def target_list(target: Any) -> list[float] | list[str]:
+    """The target vector as JSON takes it: numbers, or class labels as strings.
+
+    Labels that are not numbers (``"yes"``/``"no"``, class names) travel as
+    strings: the server keeps them as given, and no result depends on how they
+    sort (docs/algorithms.md, "Targets").
+    """
     values = target.to_numpy() if hasattr(target, "to_numpy") else np.asarray(target)
     values = np.asarray(values).reshape(-1)
     if values.dtype.kind == "b":
         values = values.astype(np.float64)
     if values.dtype.kind not in "fiu":
-        # Class labels such as "yes"/"no": codes in sorted label order.
-        _, codes = np.unique(values.astype(str), return_inverse=True)
-        values = codes.astype(np.float64)
+        if values.size == 0:
+            raise InvalidInput("The target is empty.")
+        labels = [str(v) for v in values.tolist()]
+        if any(v in ("nan", "None", "") for v in labels):
+            raise InvalidInput("The target contains missing labels (NaN, None or empty).")
+        return labels
     values = np.asarray(values, dtype=np.float64)
     if values.size == 0:
         raise InvalidInput("The target is empty.")

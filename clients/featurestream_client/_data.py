@@ -373,7 +373,7 @@ def features_json_body(cols: Columns, chunk: Chunk, producer: str, seq: int) -> 
 @dataclass
 class Instances:
     X: Any  # a float64 array, or a scipy.sparse CSR matrix (kept sparse)
-    y: npt.NDArray[np.float64] | None
+    y: Any  # float64 labels, a list of str (class names: sent as JSON), or None
 
 
 def as_instances(X: Any, y: Any = None, keep_sparse: bool = False) -> Instances:
@@ -407,9 +407,18 @@ def as_instances(X: Any, y: Any = None, keep_sparse: bool = False) -> Instances:
     return Instances(mat, _labels(y, mat.shape[0]))
 
 
-def _labels(y: Any, m: int) -> npt.NDArray[np.float64] | None:
+def _labels(y: Any, m: int) -> npt.NDArray[np.float64] | list[str] | None:
     if y is None:
         return None
+    raw = np.asarray(y.to_numpy() if _is_pandas(y) else y).reshape(-1)
+    if raw.dtype.kind not in "fiub":
+        # Class names travel as strings (docs/algorithms.md, "Targets").
+        names = [str(v) for v in raw.tolist()]
+        if len(names) != m:
+            raise InvalidInput(f"y has {len(names)} labels for {m} rows of X.")
+        if any(v in ("nan", "None", "") for v in names):
+            raise InvalidInput("y contains missing labels (NaN, None or empty).")
+        return names
     labels = _float_matrix(y.to_numpy() if _is_pandas(y) else y, "y").reshape(-1)
     if labels.shape[0] != m:
         raise InvalidInput(f"y has {labels.shape[0]} labels for {m} rows of X.")
@@ -443,6 +452,11 @@ def plan_rows(
 def instances_body(data: Instances, chunk: Chunk, producer: str, seq: int) -> Body:
     X = data.X[chunk.start : chunk.stop]
     y = None if data.y is None else data.y[chunk.start : chunk.stop]
+    if isinstance(y, list):
+        # String labels do not fit an .npy array: a JSON body.
+        rows = X.toarray() if hasattr(X, "toarray") else X
+        headers = {"Content-Type": "application/json", "X-Seq": str(seq), "X-Producer": producer}
+        return Body(dumps({"X": np.asarray(rows).tolist(), "y": y}), headers)
     payload, media = instances_bytes(X, y)
     headers = {"Content-Type": media, "X-Seq": str(seq), "X-Producer": producer}
     if y is not None:

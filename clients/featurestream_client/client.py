@@ -196,8 +196,8 @@ class Client(_Base[httpx.Client, httpx.BaseTransport]):
         algorithm : str
             A name from :meth:`algorithms` (``"saola"``, ``"ofs"``, ...).
         target : array-like, optional
-            Feature-stream algorithms: the target vector y (length n). Labels
-            that are not numbers (``"yes"``/``"no"``) become codes in sorted order.
+            Feature-stream algorithms: the target vector y (length n): numbers,
+            or class labels (``"yes"``/``"no"``, class names), sent as strings.
         feature_names : sequence of str, optional
             Instance-stream algorithms: the fixed feature space.
         params : mapping, optional
@@ -207,8 +207,9 @@ class Client(_Base[httpx.Client, httpx.BaseTransport]):
         producer : str, optional
             This handle's producer name (see :meth:`stream`).
         target_type : str, optional
-            ``auto``, ``continuous``, ``binary`` or ``multiclass`` (servers that
-            know it; the server's default otherwise).
+            ``"auto"`` (the server's default), ``"continuous"``, ``"binary"`` or
+            ``"multiclass"``: how the server reads the target or the labels
+            (docs/algorithms.md, "Targets"); the stream shows the resolved type.
         labels : mapping of str to str, optional
             Bookkeeping labels of the stream (``{"team": "risk"}``), listed by
             :meth:`streams` with ``label="team:risk"``.

@@ -58,6 +58,8 @@ class StreamInfo:
     #: The stream's bookkeeping labels, and its time to live (None: none).
     labels: dict[str, str] = field(default_factory=dict)
     ttl_seconds: float | None = None
+    target_type: str | None = None
+    classes: tuple[Any, ...] | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -76,6 +78,8 @@ class StreamInfo:
             feature_names=None if names is None else tuple(str(n) for n in names),
             labels={str(k): str(v) for k, v in (d.get("labels") or {}).items()},
             ttl_seconds=_opt_float(d.get("ttl_seconds")),
+            target_type=_opt_str(d.get("target_type")),
+            classes=None if d.get("classes") is None else tuple(d["classes"]),
             raw=dict(d),
         )
 

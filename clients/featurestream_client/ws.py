@@ -178,22 +178,25 @@ class InstanceFeed:
             out.append(frame)
         return out
 
-    def _encode(
-        self, X: npt.NDArray[np.float64], labels: npt.NDArray[np.float64] | None
-    ) -> str | bytes:
+    def _encode(self, X: npt.NDArray[np.float64], labels: Any) -> str | bytes:
         if not self.supervised:
             # An unsupervised selector ignores labels, and it reads a binary frame's
             # every column as a feature: labels must not travel in one.
             labels = None
+        if isinstance(labels, np.ndarray) and labels.dtype.kind in "USO":
+            labels = [str(v) for v in labels.tolist()]
+        strings = isinstance(labels, list)  # class names: only a JSON frame carries them
+        if strings and hasattr(X, "toarray"):
+            X = X.toarray()
         if hasattr(X, "nnz"):  # sparse rows always travel as an .npz frame
             return instances_bytes(X, labels)[0]
-        if labels is not None and self.binary:
+        if labels is not None and self.binary and not strings:
             return npy_bytes(np.column_stack([X, labels]))
         if labels is None and self.binary and not self.supervised:
             return npy_bytes(X)
         body: dict[str, Any] = {"seq": self.next_seq, "X": X.tolist()}
         if labels is not None:
-            body["y"] = labels.tolist()
+            body["y"] = labels if strings else labels.tolist()
         return json.dumps(body, separators=(",", ":"), allow_nan=False)
 
     def resume_seq(self) -> int:

@@ -28,7 +28,7 @@ def keyed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServe
 
 def test_requests_carry_the_key(keyed_server: LiveServer) -> None:
     with Client(keyed_server.url, api_key=KEY) as c:
-        s = c.create_stream("saola", target=np.arange(10.0), id="keyed")
+        s = c.create_stream("saola", target=np.arange(10.0), id="keyed", target_type="continuous")
         assert s.add_features(np.arange(10.0)[:, None], names=["a"]).selected == ("a",)
         assert [i.id for i in c.streams()] == ["keyed"]
     for key in (None, "wrong"):

@@ -141,7 +141,8 @@ def test_a_named_producer_resumes_at_its_next_seq(client: Client) -> None:
 
 def test_a_reused_seq_is_detected_not_silently_replayed(client: Client) -> None:
     y = np.arange(10.0)
-    s = client.create_stream("saola", target=y, producer="etl")
+    # A measurement: auto would read 10 distinct integers as 10 classes.
+    s = client.create_stream("saola", target=y, producer="etl", target_type="continuous")
     s.add_features(np.column_stack([y]), names=["a"])
     stale = client.stream(s.id, producer="etl", next_seq=1)
     with pytest.raises(fc.SequenceConflict):

@@ -177,7 +177,7 @@ def test_subscribe_falls_back_to_polling_without_websockets(
     server_without_ws: LiveServer,
 ) -> None:
     with Client(server_without_ws.url) as c:
-        s = c.create_stream("saola", target=np.arange(10.0))
+        s = c.create_stream("saola", target=np.arange(10.0), target_type="continuous")
         with pytest.raises(fc.WebSocketUnavailable):
             next(s.subscribe(mode="websocket"))
         changes = s.subscribe(mode="auto", poll_interval=0.05, timeout=1)

@@ -132,7 +132,10 @@ def test_create_existing_is_409(client: TestClient) -> None:
             "invalid-parameter",
         ),
         ({"algorithm": "saola"}, "target", "invalid-input"),
+        # Labels may be strings (docs/algorithms.md, "Targets"), but not a mix of both.
         ({"algorithm": "saola", "target": [1, "a"]}, "target[1]", "invalid-input"),
+        ({"algorithm": "saola", "target": [1, True]}, "target[1]", "invalid-input"),
+        ({"algorithm": "saola", "target": [1, None]}, "target[1]", "invalid-input"),
         ({"algorithm": "saola", "target": [1, 2], "id": "bad id!"}, "id", "invalid-input"),
     ],
 )

@@ -54,8 +54,12 @@ def state_blob(client: TestClient, sid: str) -> bytes:
     return bytes(client.portal.call(store.load, sid).blob)  # type: ignore[union-attr]
 
 
-def reference(cls: Any, params: dict[str, Any], batches: list[tuple[Any, Any]]) -> Any:
-    sel = cls.start(cls.params_type.from_mapping(params), NAMES)
+def reference(
+    cls: Any, params: dict[str, Any], batches: list[tuple[Any, Any]], *, legacy: bool = False
+) -> Any:
+    """The library's selector fed the same batches; supervised streams are created as the
+    server creates them (``target_type`` "auto"), or without a target type (``legacy``)."""
+    sel = cls.start(cls.params_type.from_mapping(params), NAMES, *([""] if legacy else []))
     for X, y in batches:
         sel.learn_instances(X, y)
     return sel
@@ -116,6 +120,17 @@ def test_fires_over_http_with_json_and_npy_bodies_and_replay(client: TestClient)
     assert state_blob(client, "f") == encoded(ref)
     assert selected(client, "f") == [(f.name, f.score) for f in ref.selected_features()]
     assert selected(client, "f")[0][0] in ("x0", "x3")
+    # Binary labels under a target type: exactly the model of a stream without one.
+    old = reference(
+        FIRES,
+        FIRES_PARAMS,
+        [(X[lo:hi], y[lo:hi]) for lo, hi in itertools.pairwise(bounds)],
+        legacy=True,
+    )
+    served = codec.decode(state_blob(client, "f")).state
+    assert served.target_type == "binary" and served.classes == (0, 1)
+    assert np.array_equal(served.mu, old.state.mu) and np.array_equal(served.sigma, old.state.sigma)
+    assert ref.selected_features() == old.selected_features()
     status = client.get("/v1/streams/f/status").json()
     assert status["instances_seen"] == 120 and status["batches_seen"] == 4
     assert status["scale"] == "standard"

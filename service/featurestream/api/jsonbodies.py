@@ -380,8 +380,18 @@ def instance_batch(body: bytes) -> Instances:
         _given(batch),
         batch.seq,
         _rows(batch.X, checked=True),
-        None if batch.y is None else np.asarray(batch.y, dtype=np.float64),
+        None if batch.y is None else _labels(batch.y),
     )
+
+
+def _labels(y: list[Any]) -> Any:
+    """Labels as the engine takes them: numbers as a float array, class names as a list of
+    str (docs/algorithms.md, "Targets"); a mix of both is refused."""
+    if all(type(v) is not str for v in y):
+        return np.asarray(y, dtype=np.float64)
+    if not all(type(v) is str for v in y):
+        raise InvalidInput("Labels must be all numbers or all strings, not a mix.", field="y")
+    return list(y)
 
 
 @_without_gc
@@ -409,10 +419,10 @@ def instance_frame(text: bytes | str) -> Instances:
     frame = InstanceFrame.model_validate_json(text)
     if frame.X is not None:
         X = _rows(frame.X, checked=True)
-        y = None if frame.y is None else np.asarray(frame.y, dtype=np.float64)
+        y = None if frame.y is None else _labels(frame.y)
     else:
         X = np.asarray([frame.x], dtype=np.float64)
-        y = None if frame.y is None else np.asarray([frame.y], dtype=np.float64)
+        y = None if frame.y is None else _labels([frame.y])
     return Instances(None, frame.seq, X, y)
 
 

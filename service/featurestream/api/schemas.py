@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    WithJsonSchema,
+    model_validator,
+)
 
 from featurestream.api.producers import PRODUCER_MAX_LENGTH, PRODUCER_PATTERN
 from featurestream.api.tenancy import STREAM_ID_PATTERN, reachable_stream_id
@@ -37,6 +45,27 @@ StreamLabels = Annotated[
 TtlSeconds = Annotated[float, Field(ge=1, le=10 * 365 * 86400, allow_inf_nan=False)]
 
 
+def _label(v: Any) -> float | str:
+    """A number (not a boolean) or a non-empty string of at most NAME_MAX_LENGTH characters."""
+    if isinstance(v, str):
+        if not 1 <= len(v) <= NAME_MAX_LENGTH:
+            raise ValueError(f"a label is 1 to {NAME_MAX_LENGTH} characters")
+        return v
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    raise ValueError("a label is a number or a string")
+
+
+# A class label or target value: a number, or a string (class names). One
+# validator, so an error names the item (``target.1``), not a member of a union.
+Label = Annotated[
+    Any,
+    PlainValidator(_label),
+    WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string", "minLength": 1}]}),
+]
+TargetType = Literal["auto", "continuous", "binary", "multiclass"]
+
+
 class _In(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -47,7 +76,17 @@ class StreamCreate(_In):
     ) = None
     algorithm: str
     params: dict[str, Any] = Field(default_factory=dict)
-    target: list[Number] | None = Field(None, min_length=1)
+    target: list[Label] | None = Field(
+        None,
+        min_length=1,
+        description="Feature streams: the target y, numbers or class labels (strings).",
+    )
+    target_type: TargetType = Field(
+        "auto",
+        description="auto (resolved once from the target, or from an instance stream's "
+        "first labelled batch, as scikit-learn's type_of_target), continuous, binary or "
+        "multiclass. See docs/algorithms.md, Targets.",
+    )
     feature_names: list[str] | None = Field(None, min_length=1)
     labels: StreamLabels | None = None
     ttl_seconds: TtlSeconds | None = None
@@ -64,6 +103,12 @@ class StreamPublic(BaseModel):
     feature_names: list[str] | None = None
     labels: dict[str, str] | None = None
     ttl_seconds: float | None = None
+    target_type: str | None = Field(
+        None, description="Supervised streams: the resolved target type (auto until resolved)."
+    )
+    classes: list[float | str] | None = Field(
+        None, description="Class targets: the labels as given, sorted (seen so far)."
+    )
     version: int
     created_at: str
     updated_at: str
@@ -166,7 +211,9 @@ class InstanceBatch(_In):
     producer: Producer = "default"
     seq: Seq | None = None
     X: list[list[Number]] = Field(min_length=1)
-    y: list[Number] | None = None
+    y: list[Label] | None = Field(
+        None, description="Labels, one per row: numbers, or class labels (strings)."
+    )
 
 
 class DecisionPublic(BaseModel):
@@ -258,7 +305,7 @@ class InstanceFrame(_In):
     seq: Seq | None = None
     X: list[list[Number]] | None = Field(None, min_length=1)
     x: list[Number] | None = Field(None, min_length=1)
-    y: list[Number] | Number | None = None
+    y: list[Label] | Label | None = None
 
     @model_validator(mode="after")
     def _one_shape(self) -> InstanceFrame:

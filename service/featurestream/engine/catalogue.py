@@ -9,11 +9,10 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
-import numpy as np
-
 from featurestream.engine.results import AlgorithmInfo
 from featurestream.errors import InvalidInput
 from featurestream.selectors import REGISTRY, FeatureSelector, InstanceSelector, Params, Selector
+from featurestream.selectors.targets import check_target_type, refuse_multiclass, resolve_target
 
 
 def algorithms() -> list[AlgorithmInfo]:
@@ -98,18 +97,21 @@ def closest(name: str, known: Sequence[str], n: int = 3) -> list[str]:
 def starter(
     cls: type[Selector],  # type: ignore[type-arg]
     resolved: Params,
-    target: Sequence[float] | None,
+    target: Sequence[float | str] | None,
     feature_names: Sequence[str] | None,
     *,
     max_name_length: int,
+    target_type: str = "auto",
 ) -> tuple[Callable[[], Selector], dict[str, Any]]:  # type: ignore[type-arg]
     """Check a create request's target or feature names against the algorithm's kind.
 
-    Returns how to start the selector (to call in a worker thread) and the size
-    the stream resource shows (``n_instances``, or ``n_features`` and the
-    ``feature_names`` of an instance stream).
+    Returns how to start the selector (to call in a worker thread) and what the
+    stream resource shows of its size (``n_instances``, or ``n_features`` and the
+    ``feature_names`` of an instance stream) and target (``target_type``, and
+    ``classes`` for class targets; docs/algorithms.md, "Targets").
     """
     algorithm = cls.name
+    check_target_type(target_type)
     if issubclass(cls, FeatureSelector):
         if target is None:
             raise InvalidInput(f"{algorithm} streams need a target.", field="target")
@@ -119,8 +121,13 @@ def starter(
                 "instance streams.",
                 field="feature_names",
             )
-        y = np.asarray(target, dtype=np.float64)
-        return partial(cls.start, resolved, y), {"n_instances": int(y.shape[0])}
+        t = resolve_target(target, target_type)
+        if t.n_classes and not cls.accepts_multiclass:
+            refuse_multiclass(algorithm, len(t.classes))
+        shown: dict[str, Any] = {"n_instances": int(t.y.shape[0]), "target_type": t.target_type}
+        if t.target_type != "continuous":
+            shown["classes"] = list(t.classes)
+        return partial(cls.start, resolved, t.y, t.n_classes), shown
     assert issubclass(cls, InstanceSelector)
     if feature_names is None:
         raise InvalidInput(f"{algorithm} streams need feature_names.", field="feature_names")
@@ -130,7 +137,19 @@ def starter(
         )
     check_names(feature_names, field="feature_names", max_length=max_name_length)
     names = list(feature_names)
-    return partial(cls.start, resolved, names), {"n_features": len(names), "feature_names": names}
+    shown = {"n_features": len(names), "feature_names": names}
+    if not supervised(algorithm):
+        if target_type != "auto":
+            raise InvalidInput(
+                f"{algorithm} is unsupervised: its instances carry no labels, so it takes "
+                "no target_type.",
+                field="target_type",
+            )
+        return partial(cls.start, resolved, names), shown
+    if target_type == "multiclass" and not cls.accepts_multiclass:
+        refuse_multiclass(algorithm, None, field="target_type")
+    start = partial(cls.start, resolved, names, target_type=target_type)
+    return start, {**shown, "target_type": target_type}
 
 
 def check_names(names: Sequence[str], *, field: str, max_length: int) -> None:
@@ -153,4 +172,8 @@ def check_names(names: Sequence[str], *, field: str, max_length: int) -> None:
         raise InvalidInput(f"Feature name {dup!r} appears twice in the request.", field=field)
 
 
-__all__ = ["algorithms", "check_names", "supervised"]
+__all__ = [
+    "algorithms",
+    "check_names",
+    "supervised",
+]

@@ -150,18 +150,24 @@ class StreamEngine:
         stream_id: str | None,
         algorithm: str,
         params: dict[str, Any] | None,
-        target: Sequence[float] | None,
+        target: Sequence[float | str] | None,
         feature_names: Sequence[str] | None,
         public_id: str | None = None,
         tenant: str | None = None,
         labels: Mapping[str, str] | None = None,
         ttl_seconds: float | None = None,
+        target_type: str = "auto",
     ) -> StreamResource:
         cls, resolved = catalogue.resolve(algorithm, params)
         sid = stream_id or new_stream_id()
         quota = self.settings.max_streams_per_tenant
         start, size = catalogue.starter(
-            cls, resolved, target, feature_names, max_name_length=self.settings.max_name_length
+            cls,
+            resolved,
+            target,
+            feature_names,
+            max_name_length=self.settings.max_name_length,
+            target_type=target_type,
         )
         selector: Selector[Any, Any] = await anyio.to_thread.run_sync(start)
         now = _iso(self._clock())
@@ -202,12 +208,12 @@ class StreamEngine:
 
     async def get(self, stream_id: str) -> StreamResource:
         s = await self.store.summary(stream_id)
-        return wire.stream_resource(s.info, s.version, s.updated_at)
+        return wire.stream_resource(s.info, s.version, s.updated_at, s.status)
 
     async def list(self, tenant: str | None = None) -> list[StreamResource]:
         """The streams of ``tenant`` (None: the streams created without a tenant)."""
         return [
-            wire.stream_resource(s.info, s.version, s.updated_at)
+            wire.stream_resource(s.info, s.version, s.updated_at, s.status)
             for s in await self.store.list_streams(tenant)
             if s.info.get("tenant") == tenant
         ]

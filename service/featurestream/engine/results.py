@@ -33,6 +33,8 @@ class StreamResource:
     feature_names: tuple[str, ...] | None = None
     labels: Mapping[str, str] | None = None
     ttl_seconds: float | None = None
+    target_type: str | None = None
+    classes: tuple[float | str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

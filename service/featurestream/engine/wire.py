@@ -223,8 +223,14 @@ def status(s: StreamStatus) -> Document:
     }
 
 
-def stream_resource(info: Mapping[str, Any], version: int, updated_at: str) -> StreamResource:
-    """A stream's stored info (written at creation), with its version."""
+def stream_resource(
+    info: Mapping[str, Any], version: int, updated_at: str, status: bytes | None = None
+) -> StreamResource:
+    """A stream's stored info (written at creation), with its version.
+
+    A supervised instance stream resolves its target from its first labelled
+    batch: its status then holds the resolved ``target_type`` and ``classes``.
+    """
     n_instances = info.get("n_instances")
     n_features = info.get("n_features")
     algorithm = str(info["algorithm"])
@@ -234,6 +240,12 @@ def stream_resource(info: Mapping[str, Any], version: int, updated_at: str) -> S
         # A stream created before a parameter existed shows the value it runs with.
         params = cls.params_type.with_legacy(params)
     names = info.get("feature_names")
+    target_type = info.get("target_type")
+    classes = info.get("classes")
+    if status is not None and info.get("kind") == "instances" and target_type is not None:
+        counters = parse_status_counters(status)
+        target_type = counters.get("target_type", target_type)
+        classes = counters.get("classes", classes)
     return StreamResource(
         id=str(info["id"]),
         algorithm=algorithm,
@@ -248,6 +260,8 @@ def stream_resource(info: Mapping[str, Any], version: int, updated_at: str) -> S
         feature_names=None if names is None else tuple(str(n) for n in names),
         labels=info.get("labels"),
         ttl_seconds=info.get("ttl_seconds"),
+        target_type=None if target_type is None else str(target_type),
+        classes=None if classes is None else tuple(classes),
     )
 
 
@@ -264,6 +278,10 @@ def stream(r: StreamResource, *, names: bool = True) -> Document:
         out["labels"] = dict(r.labels)
     if r.ttl_seconds is not None:
         out["ttl_seconds"] = r.ttl_seconds
+    if r.target_type is not None:
+        out["target_type"] = r.target_type
+        if r.classes is not None:
+            out["classes"] = list(r.classes)
     out.update(created_at=r.created_at, version=r.version, updated_at=r.updated_at)
     return out
 

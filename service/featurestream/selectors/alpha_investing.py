@@ -39,6 +39,7 @@ from featurestream.selectors.decisions import (
     ScoreKind,  # scores
 )
 from featurestream.selectors.params import Interval, Params
+from featurestream.selectors.targets import indicators
 from featurestream.stats.columns import row_dots
 from featurestream.stats.sparse import Columns
 
@@ -246,7 +247,7 @@ class AlphaInvestingState:
 
     Attributes
     ----------
-    y : the target, as given (n,).
+    y : the target, as given (n,), or its class codes 0..K-1 (multi-class).
     Q : orthonormal basis of span[1, S], feature-major (1 + |S|, n); row 0 is
         the normalised intercept column.
     residual : residual of y on span[1, S] (n,).
@@ -268,6 +269,12 @@ class AlphaInvestingState:
     features_tested: int = 0
     features_accepted: int = 0
     features_rejected: int = 0
+    # Multi-class target (K >= 3; else 0): the residual of each class indicator
+    # on span[1, S] (K, n) and its SSE (K,); ``residual`` and ``sse`` then hold
+    # those of the first class and the sum of the SSEs.
+    n_classes: int = 0
+    class_residuals: Matrix = field(default_factory=lambda: np.zeros((0, 0)))
+    class_sse: Vector = field(default_factory=lambda: np.zeros(0))
 
     @property
     def features_seen(self) -> int:
@@ -329,18 +336,30 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
     def initial_state(cls, params: AlphaInvestingParams, y: Vector) -> AlphaInvestingState:
         n = y.shape[0]
         Q = np.full((1, n), 1.0 / math.sqrt(n))
-        # Residual of y on the intercept; projected twice ("twice is enough")
-        # so that it is orthogonal to Q to working precision.
-        r = y.copy()[None, :]
-        _project_out(r, Q)
-        _project_out(r, Q)
+        r = _intercept_residual(y, Q)
         return AlphaInvestingState(
             y=y.copy(),
             Q=Q,
-            residual=r[0],
-            sse=float(row_dots(r, r[0])[0]),
+            residual=r,
+            sse=float(row_dots(r[None, :], r)[0]),
             wealth=float(params.w0),
             p_values=np.zeros(0),
+        )
+
+    @classmethod
+    def multiclass_state(
+        cls, params: AlphaInvestingParams, y: Vector, n_classes: int
+    ) -> AlphaInvestingState:
+        s = cls.initial_state(params, y)
+        R = np.array([_intercept_residual(col, s.Q) for col in indicators(y, n_classes)])
+        sse = np.array([float(row_dots(r[None, :], r)[0]) for r in R])
+        return replace(
+            s,
+            residual=R[0].copy(),
+            sse=math.fsum(sse.tolist()),
+            n_classes=n_classes,
+            class_residuals=R,
+            class_sse=sse,
         )
 
     # ------------------------------------------------------------------ queries
@@ -351,6 +370,16 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
 
     # ------------------------------------------------------------------ learning
 
+    def _targets(self) -> tuple[list[Vector], list[float], list[float]]:
+        """Per target column: its residual on span[1, S], SSE_old and norm."""
+        s = self.state
+        if not s.n_classes:
+            y_norm = math.sqrt(float(row_dots(s.y[None, :], s.y)[0]))
+            return [s.residual.copy()], [s.sse], [y_norm]
+        cols = indicators(s.y, s.n_classes)
+        norms = [math.sqrt(float(row_dots(c[None, :], c)[0])) for c in cols]
+        return [r.copy() for r in s.class_residuals], s.class_sse.tolist(), norms
+
     def _learn_batch(
         self, names: list[str], X: Matrix | Any, groups: Sequence[str | None] | None
     ) -> list[Decision]:
@@ -358,7 +387,7 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
         s = self.state
         n = self.n_instances
         tol = span_tolerance(n)
-        y_norm = math.sqrt(float(row_dots(s.y[None, :], s.y)[0]))
+        residuals, sses, y_norms = self._targets()
         # Every column in its canonical sparse form: dense or sparse, alone or in
         # a batch, a column is the same object, and every per-column number below
         # is a reduction over its own non-zeros (stats/sparse.py).
@@ -381,11 +410,18 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
         if cand.size < cols.b:
             cols = cols.take(cand)
         row_of = {int(j): k for k, j in enumerate(cand)}
-        pending = _Pending(cols, s.Q, s.residual, centred_norm[cand] ** 2)
+        # One fit per target column (a multi-class target: one per class indicator).
+        pendings = [_Pending(cols, s.Q, r, centred_norm[cand] ** 2) for r in residuals]
         basis: list[Vector] = list(s.Q)
-        r = s.residual.copy()
-        sse = s.sse
-        exponent, in_span = pending.exponents(0, basis, r, sse, y_norm, tol, n)
+
+        def tests(start: int) -> tuple[Vector, np.ndarray[Any, np.dtype[np.bool_]]]:
+            parts = [
+                pending.exponents(start, basis, r, sse, y_norm, tol, n)
+                for pending, r, sse, y_norm in zip(pendings, residuals, sses, y_norms, strict=True)
+            ]
+            return _p_values(parts)
+
+        p_vals, in_span = tests(0)
 
         wealth = s.wealth
         i = s.features_tested
@@ -404,7 +440,7 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
                 decisions.append(Decision(name, False, Reason.CONSTANT))
                 continue
             k = row_of[j]
-            p_val = 1.0 if in_span[k] else math.exp(float(exponent[k]))
+            p_val = float(p_vals[k])
             # A p-value of 1 is never below alpha_i <= 1/2 (see the Params
             # docstring); `in_span` is kept in the test so that a column that
             # adds no direction can never reach the basis.
@@ -420,32 +456,91 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
             # The new basis vector: the column projected out of the basis twice
             # (modified Gram-Schmidt, "twice is enough"), so that Q stays
             # orthonormal to working precision even for nearly collinear columns.
-            v = pending.projected(k, basis)
+            v = pendings[0].projected(k, basis)
             _project_out(v, basis)
             q = v[0] / math.sqrt(float(row_dots(v, v[0])[0]))
             basis.append(q)
-            c = float(row_dots(r[None, :], q)[0])
-            r = r - c * q
-            sse = float(row_dots(r[None, :], r)[0])
-            # The batch-mates still to come now see [1, S, f].
-            pending.extend(k + 1, q, r)
-            rest_e, rest_s = pending.exponents(k + 1, basis, r, sse, y_norm, tol, n)
-            exponent[k + 1 :], in_span[k + 1 :] = rest_e, rest_s
+            for t, (pending, r) in enumerate(zip(pendings, residuals, strict=True)):
+                c = float(row_dots(r[None, :], q)[0])
+                r = r - c * q
+                residuals[t] = r
+                sses[t] = float(row_dots(r[None, :], r)[0])
+                # The batch-mates still to come now see [1, S, f].
+                pending.extend(k + 1, q, r)
+            p_vals[k + 1 :], in_span[k + 1 :] = tests(k + 1)
 
         b = len(names)
+        multi: dict[str, Any] = (
+            {"class_residuals": np.array(residuals), "class_sse": np.array(sses)}
+            if s.n_classes
+            else {}
+        )
         self.state = replace(
             s,
             Q=np.ascontiguousarray(np.array(basis)) if accepted_total else s.Q,
-            residual=r,
-            sse=sse,
+            residual=residuals[0],
+            sse=sses[0] if not s.n_classes else math.fsum(sses),
             wealth=wealth,
             selected=tuple(selected),
             p_values=np.array(p_values, dtype=np.float64),
             features_tested=i,
             features_accepted=s.features_accepted + accepted_total,
             features_rejected=s.features_rejected + b - accepted_total,
+            **multi,
         )
         return decisions
+
+
+def _intercept_residual(y: Vector, Q: Matrix) -> Vector:
+    """Residual of y on the intercept; projected twice ("twice is enough") so that it is
+    orthogonal to Q to working precision."""
+    r = y.copy()[None, :]
+    _project_out(r, Q)
+    _project_out(r, Q)
+    out: Vector = r[0]
+    return out
+
+
+def _p_values(
+    parts: list[tuple[Vector, np.ndarray[Any, np.dtype[np.bool_]]]],
+) -> tuple[Vector, np.ndarray[Any, np.dtype[np.bool_]]]:
+    """p-values and in-span masks from each target column's (exponent, in-span).
+
+    One column: p = exp((SSE_new - SSE_old) / (2 sigma2)). K class indicators
+    (docs/algorithms.md, "Targets"): t = sum_k (SSE_old,k - SSE_new,k) / sigma2_k
+    and p = P(chi2 with 2K degrees of freedom > t), i.e. with h = t / 2,
+    exp(-h) sum_{i<K} h^i / i!. The sum over classes is exact (``math.fsum``),
+    so the order of the classes cannot change it.
+    """
+    if len(parts) == 1:
+        exponent, in_span = parts[0]
+        p = [1.0 if span else math.exp(float(e)) for e, span in zip(exponent, in_span, strict=True)]
+        return np.array(p, dtype=np.float64), in_span.copy()
+    in_span = np.logical_and.reduce([span for _, span in parts])
+    K = len(parts)
+    out = np.ones(in_span.shape[0])
+    for j in np.flatnonzero(~in_span):
+        h = math.fsum(-float(e[j]) for e, _ in parts)
+        out[j] = _chi2_even_sf(h, K)
+    return out, in_span
+
+
+def _chi2_even_sf(h: float, K: int) -> float:
+    """P(chi2 with 2K degrees of freedom > 2h) = exp(-h) sum_{i<K} h^i / i!.
+
+    >>> round(_chi2_even_sf(1.5, 1), 12) == round(math.exp(-1.5), 12)
+    True
+    >>> round(_chi2_even_sf(2.0, 3), 6)  # exp(-2) (1 + 2 + 2)
+    0.676676
+    """
+    if not h > 0.0:
+        return 1.0
+    if math.isinf(h):
+        return 0.0
+    logh = math.log(h)
+    terms = [i * logh - math.lgamma(i + 1) for i in range(K)]
+    top = max(terms)
+    return min(1.0, math.exp(top - h) * math.fsum(math.exp(t - top) for t in terms))
 
 
 __all__ = ["AlphaInvesting", "AlphaInvestingParams", "AlphaInvestingState", "span_tolerance"]

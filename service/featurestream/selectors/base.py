@@ -18,6 +18,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, ClassVar, Generic, Literal, Self, TypeVar
 
 import numpy as np
@@ -37,6 +38,7 @@ from featurestream.selectors.checks import (
 # new code imports them from the package.
 from featurestream.selectors.decisions import Decision, InstanceUpdate, ScoreKind, SelectedFeature
 from featurestream.selectors.params import Params
+from featurestream.selectors.targets import LEGACY, label_list, refuse_multiclass
 
 # Largest dense block (float64 elements, 128 MiB) a sparse batch is expanded to at once.
 _DENSE_BLOCK = 1 << 24
@@ -187,11 +189,28 @@ class FeatureSelector(Selector[P, S]):
     def decision_score_kind(cls, params: Params) -> ScoreKind | None:
         return cls.decision_score or cls.score_kind(params)
 
+    # True when the selector has multi-class rules (docs/algorithms.md, "Targets").
+    accepts_multiclass: ClassVar[bool] = True
+
     @classmethod
-    def start(cls, params: P, y: npt.ArrayLike) -> Self:
+    def start(cls, params: P, y: npt.ArrayLike, n_classes: int = 0) -> Self:
+        """A new stream over target ``y``.
+
+        ``n_classes`` is K >= 3 for a multi-class target, whose ``y`` then holds
+        the class codes 0..K-1 (``selectors/targets.py``); 0 for one target column.
+        """
         y_arr = target_vector(y)
+        if n_classes and not cls.accepts_multiclass:
+            refuse_multiclass(cls.name, n_classes)
         cls.check_target(params, y_arr)
+        if n_classes:
+            return cls(params, cls.multiclass_state(params, y_arr, n_classes))
         return cls(params, cls.initial_state(params, y_arr))
+
+    @classmethod
+    def multiclass_state(cls, params: P, y: Vector, n_classes: int) -> S:
+        """The initial state over a multi-class target (class codes y, K = n_classes)."""
+        return replace(cls.initial_state(params, y), n_classes=n_classes)  # type: ignore[type-var]
 
     @classmethod
     def check_target(cls, params: P, y: Vector) -> None:
@@ -311,10 +330,19 @@ class InstanceSelector(Selector[P, S]):
     # sketch depends on the batch boundaries by definition (docs/algorithms.md, FSDS).
     batch_invariant: ClassVar[bool] = True
 
+    # True when the selector has multi-class rules (docs/algorithms.md, "Targets").
+    accepts_multiclass: ClassVar[bool] = False
+
     @classmethod
-    def start(cls, params: P, feature_names: Sequence[str]) -> Self:
+    def start(cls, params: P, feature_names: Sequence[str], target_type: str = "auto") -> Self:
+        """A new stream; a supervised one has a ``target_type`` (docs/algorithms.md,
+        "Targets"). ``LEGACY`` ("") is the rule of streams stored before target types:
+        numeric binary labels only."""
         names = feature_names_tuple(feature_names)
-        return cls(params, cls.initial_state(params, names))
+        state = cls.initial_state(params, names)
+        if target_type != LEGACY and cls.supervised:
+            state = replace(state, target_type=target_type)  # type: ignore[type-var]
+        return cls(params, state)
 
     @classmethod
     @abstractmethod
@@ -331,8 +359,14 @@ class InstanceSelector(Selector[P, S]):
         return seen
 
     def counters(self) -> dict[str, JSON]:
-        """The counter every instance-stream status reports."""
-        return {"instances_seen": self.instances_seen}
+        """The counter every instance-stream status reports (and the target, when typed)."""
+        out: dict[str, JSON] = {"instances_seen": self.instances_seen}
+        target_type = getattr(self.state, "target_type", LEGACY)
+        if target_type != LEGACY:
+            out["target_type"] = target_type
+            if target_type != "continuous":
+                out["classes"] = list(self.state.classes)  # type: ignore[attr-defined]
+        return out
 
     def learn_instances(
         self,
@@ -350,8 +384,11 @@ class InstanceSelector(Selector[P, S]):
         computation, call it where they can.
         """
         A, sparse = instance_batch(X, len(self.feature_names))
-        y_arr: Vector | None = None
-        if y is not None:
+        y_arr: Any = None
+        if y is not None and getattr(self.state, "target_type", LEGACY) != LEGACY:
+            # A stream with a target type: labels may be strings (selectors/targets.py).
+            y_arr = label_list(y, A.shape[0])
+        elif y is not None:
             y_arr = instance_labels(y, A.shape[0])
         elif self.supervised:
             raise InvalidInput(f"{self.name} needs labels y for every instance.", field="y")

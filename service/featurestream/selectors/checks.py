@@ -142,7 +142,12 @@ def instance_batch(X: npt.ArrayLike, d: int) -> tuple[Any, bool]:
 
 def instance_labels(y: npt.ArrayLike, m: int) -> FloatArray:
     """The labels of a batch of m instances: one finite number each."""
-    y_arr = np.asarray(y, dtype=np.float64).reshape(-1)
+    try:
+        y_arr = np.asarray(y, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise InvalidInput(
+            "Labels must be numbers: this stream was created before target types.", field="y"
+        ) from None
     if y_arr.shape[0] != m:
         raise InvalidInput(f"Expected {m} labels, got {y_arr.shape[0]}.", field="y")
     if not np.isfinite(y_arr).all():

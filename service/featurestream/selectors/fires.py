@@ -23,14 +23,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from featurestream.selectors.base import JSON, InstanceSelector, Matrix, Vector
-from featurestream.selectors.checks import binary_labels
 from featurestream.selectors.decisions import (
     InstanceUpdate,
     ScoreKind,  # scores
     SelectedFeature,
 )
 from featurestream.selectors.params import Boolean, Interval, Params, StrOptions
-from featurestream.stats.fires import fires_update, fires_weights, top_m
+from featurestream.selectors.targets import typed_labels
+from featurestream.stats.fires import fires_update, fires_update_ovr, fires_weights, top_m
 from featurestream.stats.scaling import standardise_running
 
 Index = np.ndarray[Any, np.dtype[np.intp]]
@@ -106,6 +106,12 @@ class FIRESState:
     scale_M2: Vector
     instances_seen: int = 0
     batches_seen: int = 0
+    # The declared or resolved target_type ("" for a stream created before target
+    # types: numeric binary labels), the classes seen (sorted) and the first label
+    # seen (selectors/targets.py, instance_labels_typed).
+    target_type: str = ""
+    classes: tuple[Any, ...] = ()
+    first_label: Any = None
 
 
 class FIRES(InstanceSelector[FIRESParams, FIRESState]):
@@ -125,8 +131,10 @@ class FIRES(InstanceSelector[FIRESParams, FIRESState]):
     Notes
     -----
     * Labels are binary, in {0, 1} or {-1, +1} (0 means -1); any other label
-      refuses the whole batch. Multi-class targets (one model per class) are
-      not accepted yet; the State keeps its models as (K, d) arrays for them.
+      refuses the whole batch. A stream created with a ``target_type`` also
+      takes string labels, and a multi-class target keeps one model per class
+      (one-vs-rest, in sorted order of the labels; a class first seen later
+      starts from the prior); a feature's weight is the largest of its K.
     * Every ``learn_instances`` call is one batch: the gradient is a mean over
       the batch, so the batch boundaries are part of the result, as for FSDS.
       An empty batch changes nothing and is not counted.
@@ -172,6 +180,7 @@ class FIRES(InstanceSelector[FIRESParams, FIRESState]):
     params_type: ClassVar[type[Params]] = FIRESParams
     state_type: ClassVar[type[Any]] = FIRESState
     status_fields: ClassVar[tuple[str, ...]] = ("batches_seen",)
+    accepts_multiclass: ClassVar[bool] = True
 
     @classmethod
     def test_params(cls) -> list[dict[str, Any]]:
@@ -227,29 +236,52 @@ class FIRES(InstanceSelector[FIRESParams, FIRESState]):
         p = self.params
         s = self.state
         # docs/algorithms/fires.md: labels in {0, 1} or {-1, +1}, 0 means -1; else an error.
-        labels = binary_labels(y if y is not None else np.zeros(0))
+        # A stream with a target type takes any labels (docs/algorithms.md, "Targets").
         n_b = X.shape[0]
         if n_b == 0:
             return InstanceUpdate(instances=0, instances_seen=s.instances_seen)
+        target, labels = typed_labels(self, y)
+        mu0, sigma0 = s.mu, s.sigma
+        classes = target.get("classes", s.classes)
+        multiclass = target.get("target_type") == "multiclass"
+        if multiclass and len(classes) != len(s.classes):
+            # One model per class, in sorted order of the labels: a class seen for
+            # the first time starts its model from the prior.
+            mu0, sigma0 = _grow_models(p, s, classes)
         before, _ = self._order()
         mean, M2 = s.scale_mean, s.scale_M2
         if p.scale == "standard":
             z = standardise_running(s.instances_seen, mean, M2, X)
             X, mean, M2 = z.Z, z.mean, z.M2
-        # K = 1 for a binary stream: the model of the positive class.
-        mu, sigma = fires_update(
-            s.mu[0],
-            s.sigma[0],
-            X,
-            labels,
-            lr_mu=p.lr_mu,
-            lr_sigma=p.lr_sigma,
-            epochs=p.epochs,
-        )
+        if multiclass:
+            # One-vs-rest: model k learns class k against the rest (docs/algorithms.md,
+            # "Targets"); each model on its own, so the class order changes nothing.
+            mu, sigma = fires_update_ovr(
+                mu0,
+                sigma0,
+                X,
+                labels.astype(np.int64),
+                lr_mu=p.lr_mu,
+                lr_sigma=p.lr_sigma,
+                epochs=p.epochs,
+            )
+        else:
+            # K = 1 for a binary stream: the model of the positive class.
+            mu1, sigma1 = fires_update(
+                mu0[0],
+                sigma0[0],
+                X,
+                labels,
+                lr_mu=p.lr_mu,
+                lr_sigma=p.lr_sigma,
+                epochs=p.epochs,
+            )
+            mu, sigma = mu1[None, :], sigma1[None, :]
         self.state = replace(
             s,
-            mu=mu[None, :],
-            sigma=sigma[None, :],
+            mu=mu,
+            sigma=sigma,
+            **target,
             scale_mean=mean,
             scale_M2=M2,
             instances_seen=s.instances_seen + n_b,
@@ -261,6 +293,18 @@ class FIRES(InstanceSelector[FIRESParams, FIRESState]):
             instances_seen=self.state.instances_seen,
             selection_changed=not np.array_equal(before, after),
         )
+
+
+def _grow_models(p: FIRESParams, s: FIRESState, classes: tuple[Any, ...]) -> tuple[Matrix, Matrix]:
+    """The (K, d) models for ``classes``: the existing class's rows, fresh rows for new ones."""
+    d = len(s.feature_names)
+    old = {c: k for k, c in enumerate(s.classes)} if s.mu.shape[0] == len(s.classes) else {}
+    mu = np.full((len(classes), d), p.mu_init)
+    sigma = np.full((len(classes), d), p.sigma_init)
+    for k, c in enumerate(classes):
+        if c in old:
+            mu[k], sigma[k] = s.mu[old[c]], s.sigma[old[c]]
+    return mu, sigma
 
 
 __all__ = ["FIRES", "FIRESParams", "FIRESState"]

@@ -164,6 +164,9 @@ class Grafting(FeatureSelector[GraftingParams, GraftingState]):
     # gradient test's |dL/dw| (the entry test against lambda1).
     score: ClassVar[ScoreKind] = ScoreKind("weight", by_magnitude=True)
     decision_score: ClassVar[ScoreKind | None] = ScoreKind("abs_gradient")
+    # docs/algorithms.md, "Targets": defined for binary (logistic) and continuous
+    # (squared loss) targets; a multi-class stream is refused at creation.
+    accepts_multiclass: ClassVar[bool] = False
     params_type: ClassVar[type[Params]] = GraftingParams
     state_type: ClassVar[type[Any]] = GraftingState
     score_field: ClassVar[str] = "weights"

@@ -36,6 +36,7 @@ from featurestream.selectors.decisions import (  # scores
 )
 from featurestream.selectors.params import Constraint, Params
 from featurestream.selectors.saola import SAOLAParams
+from featurestream.selectors.targets import discrete_target, target_columns
 from featurestream.selectors.untestable import fisher_z_untestable, untestable_warnings
 from featurestream.stats.columns import (
     correlations,
@@ -45,7 +46,7 @@ from featurestream.stats.columns import (
     standardize_rows,
 )
 from featurestream.stats.entropy import su_dependence, su_relevance
-from featurestream.stats.fisher_z import fisher_z_dependence, fisher_z_independent
+from featurestream.stats.fisher_z import fisher_z_classes, fisher_z_dependence
 
 BoolVector = npt.NDArray[np.bool_]
 BoolMatrix = npt.NDArray[np.bool_]
@@ -80,7 +81,7 @@ class GroupSAOLAState:
 
     Attributes
     ----------
-    y : the target, as given (n,).
+    y : the target, as given (n,), or its class codes 0..K-1 (multi-class).
     selected : names of the selected features, in selection order (the
         concatenation of the selected groups, each in its own order).
     groups : the group name of each selected feature (parallel to ``selected``);
@@ -113,6 +114,8 @@ class GroupSAOLAState:
     groups_dropped: int = 0
     tests_performed: int = 0
     tests_untestable: int = 0
+    # K >= 3 for a multi-class target (y holds the class codes), else 0.
+    n_classes: int = 0
 
 
 class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
@@ -175,10 +178,15 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
     def __init__(self, params: GroupSAOLAParams, state: GroupSAOLAState) -> None:
         super().__init__(params, state)
         # Caches rebuilt from the state alone (docs/algorithms.md, "How a selector is built").
+        # su: the class numbers by first appearance (selectors/targets.py).
+        self._y_ref: Vector = discrete_target(state.y, state.n_classes)
+        # fisher_z: one standardised row per target column (y, or the K class
+        # indicators of a multi-class target; docs/algorithms.md, "Targets").
+        self._y_refs: list[Vector] = []
         if params.test == "fisher_z":
-            self._y_ref: Vector = standardize_rows(state.y)[0][0]
-        else:
-            self._y_ref = state.y
+            self._y_refs = [
+                standardize_rows(col)[0][0] for col in target_columns(state.y, state.n_classes)
+            ]
         self._seen_for: tuple[str, ...] | None = None
         self._seen: frozenset[str] = frozenset()
 
@@ -295,12 +303,15 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
             untestable = np.zeros(len(names), dtype=bool)
         else:
             rows, _ = standardize_rows(X)
-            r = correlations(rows, self._y_ref)
-            dep_new = np.abs(r)
+            rs = [correlations(rows, ref) for ref in self._y_refs]
             # A NaN r or n - 3 <= 0 is "not testable", which counts as independent,
             # or as dependent with untestable: "dependent" (docs/algorithms.md).
-            relevant = ~constant & ~fisher_z_independent(r, n, 0, p.alpha)
-            untestable = ~constant & fisher_z_untestable(r, n)
+            dep_new, independent = fisher_z_classes(rs, n, 0, p.alpha)
+            relevant = ~constant & ~independent
+            # One test per feature: untestable when one of its class tests is.
+            untestable = ~constant & fisher_z_untestable(rs[0], n)
+            for r in rs[1:]:
+                untestable |= ~constant & fisher_z_untestable(r, n)
             if p.untestable == "dependent":
                 relevant |= untestable
                 # No state holds a NaN: a kept feature whose r is undefined has dep 0.

@@ -24,13 +24,13 @@ import numpy as np
 import numpy.typing as npt
 
 from featurestream.selectors.base import JSON, InstanceSelector, Vector
-from featurestream.selectors.checks import binary_labels
 from featurestream.selectors.decisions import (
     InstanceUpdate,
     ScoreKind,  # scores
     SelectedFeature,
 )
 from featurestream.selectors.params import Interval, Params, StrOptions
+from featurestream.selectors.targets import typed_labels
 from featurestream.stats.sparse import is_sparse
 
 Index = np.ndarray[Any, np.dtype[np.intp]]
@@ -107,6 +107,12 @@ class OFSState:
     mistakes: int = 0
     scale_mean: Vector = field(default_factory=lambda: np.zeros(0))
     scale_M2: Vector = field(default_factory=lambda: np.zeros(0))
+    # The declared or resolved target_type ("" for a stream created before target
+    # types: numeric binary labels), the classes seen (sorted) and the first label
+    # seen (selectors/targets.py, instance_labels_typed).
+    target_type: str = ""
+    classes: tuple[Any, ...] = ()
+    first_label: Any = None
 
 
 def truncate(v: Vector, B: int) -> None:
@@ -303,7 +309,8 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
         p = self.params
         s = self.state
         # docs/algorithms/ofs.md: labels in {0, 1} or {-1, +1}, 0 means -1; else an error.
-        labels = binary_labels(y if y is not None else np.zeros(0))
+        # A stream with a target type also takes any two labels (docs/algorithms.md, "Targets").
+        target, labels = typed_labels(self, y)
         before = _selected_order(s.w)
         w = s.w.copy()  # the private copy the kernel updates in place
         # The per-instance loop is compiled (_ofs_kernel): each update needs the
@@ -336,6 +343,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
             mistakes=s.mistakes + mistakes,
             scale_mean=mean,
             scale_M2=M2,
+            **target,
         )
         return InstanceUpdate(
             instances=m,

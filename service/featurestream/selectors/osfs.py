@@ -49,6 +49,7 @@ from featurestream.selectors.decisions import (  # scores
     ScoreKind,
 )
 from featurestream.selectors.params import Interval, Params, StrOptions
+from featurestream.selectors.targets import discrete_target, target_columns
 from featurestream.selectors.untestable import UNTESTABLE, untestable_warnings
 from featurestream.stats.columns import is_constant_rows, row_dots, standardize_rows
 from featurestream.stats.discrete import (
@@ -61,8 +62,8 @@ from featurestream.stats.discrete import (
 from featurestream.stats.finite import require_finite
 from featurestream.stats.fisher_z import (
     FisherZResult,
+    fisher_z_classes,
     fisher_z_from_correlation,
-    fisher_z_independent,
 )
 
 IntArray = npt.NDArray[np.int64]
@@ -118,14 +119,15 @@ class OSFSState:
 
     Attributes
     ----------
-    y : the target, as given (n,).
+    y : the target, as given (n,), or its class codes 0..K-1 (multi-class).
     selected : names of BCF, in order.
     dep : relevance to y of each member of BCF (dep of test(f, y | {})).
     columns : one row per member of BCF: its standardised column (fisher_z,
         float64) or its integer codes (g2 / chi2, int64).
     levels : number of levels of each member's codes (g2 / chi2; empty for fisher_z).
     corr : fisher_z: the Gram matrix of the standardised [y, BCF...] (index 0
-        is y), i.e. their correlations; ``(0, 0)`` for the discrete tests.
+        is y; a multi-class target takes indices 0..K-1, one per class
+        indicator), i.e. their correlations; ``(0, 0)`` for the discrete tests.
     features_seen, features_accepted, features_rejected, features_evicted : counters.
     tests_performed : number of conditional-independence tests run so far: one
         relevance test per non-constant arrival plus every test ci_search ran
@@ -146,6 +148,21 @@ class OSFSState:
     features_evicted: int = 0
     tests_performed: int = 0
     tests_untestable: int = 0
+    # K >= 3 for a multi-class target (y holds the class codes), else 0.
+    n_classes: int = 0
+
+
+def _columns(state: OSFSState) -> list[Vector]:
+    return target_columns(state.y, state.n_classes)
+
+
+def _fisher_state(state: OSFSState) -> OSFSState:
+    """The state with ``corr`` holding the Gram matrix of the standardised target columns."""
+    Y = standardize_rows(np.array(_columns(state)))[0]
+    corr = np.empty((Y.shape[0], Y.shape[0]))
+    for j in range(Y.shape[0]):
+        corr[:, j] = row_dots(Y, Y[j])
+    return replace(state, corr=corr)
 
 
 class _BCF:
@@ -179,16 +196,15 @@ class _BCF:
         else:
             # One row_dots call gives the new column's dots with y and with every member;
             # each entry is a sum along the contiguous axis, whatever the batch shape.
-            m = len(self.names)
-            ref = np.stack([sel._y_ref, *self.rows]) if self.rows else sel._y_ref[None, :]
-            d = row_dots(ref, row)
-            C = np.empty((m + 2, m + 2))
-            C[: m + 1, : m + 1] = self.C
-            C[m + 1, : m + 1] = d
-            C[: m + 1, m + 1] = d
-            C[m + 1, m + 1] = row_dots(row[None, :], row)[0]
+            m = len(self.names) + len(sel._y_refs)
+            d = row_dots(np.stack([*sel._y_refs, *self.rows]), row)
+            C = np.empty((m + 1, m + 1))
+            C[:m, :m] = self.C
+            C[m, :m] = d
+            C[:m, m] = d
+            C[m, m] = row_dots(row[None, :], row)[0]
             # C feeds the Cholesky factorisations of the Fisher z tests.
-            require_finite(C[m + 1], "A correlation of the OSFS members")
+            require_finite(C[m], "A correlation of the OSFS members")
             self.C = C
         self.names.append(name)
         self.dep.append(dep)
@@ -200,7 +216,8 @@ class _BCF:
         if self.sel.discrete:
             del self.levels[pos]
         else:
-            self.C = np.delete(np.delete(self.C, pos + 1, axis=0), pos + 1, axis=1)
+            at = pos + len(self.sel._y_refs)
+            self.C = np.delete(np.delete(self.C, at, axis=0), at, axis=1)
 
     def independent(self, x: int, Z: Sequence[int]) -> bool:
         """test(x, y | Z) says independent (positions in BCF).
@@ -223,13 +240,25 @@ class _BCF:
                 method=method,
                 alpha=p.alpha,
             )
-        else:
-            S = [z + 1 for z in Z]
-            res = fisher_z_from_correlation(self.C, x + 1, 0, S, sel.n_instances, p.alpha)
-        if not res.testable:
+            if not res.testable:
+                self.untestable += 1
+                return p.untestable == "independent"
+            return res.independent
+        # One test per target column (docs/algorithms.md, "Targets"): with K class
+        # indicators, K tests at alpha / K; independent iff none rejects. The K
+        # tests count as one test, untestable when one of them is.
+        ny = len(sel._y_refs)
+        level = p.alpha / ny if ny > 1 else p.alpha
+        S = [z + ny for z in Z]
+        results = [
+            fisher_z_from_correlation(self.C, x + ny, k, S, sel.n_instances, level)
+            for k in range(ny)
+        ]
+        if not all(r.testable for r in results):
             self.untestable += 1
-            return p.untestable == "independent"
-        return res.independent
+            if p.untestable == "dependent":
+                return False
+        return all(r.independent for r in results)
 
     def ci_search(self, x: int, B: Sequence[int], must_contain: int | None = None) -> bool:
         """True ("independent") at the first separating Z.
@@ -305,15 +334,17 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
         super().__init__(params, state)
         # Caches rebuilt from the state alone (docs/algorithms.md, "How a selector is built").
         self.discrete = params.test in DISCRETE_TESTS
-        self._y_ref: Vector = np.zeros(0)
+        self._y_refs: list[Vector] = []
         self._y_ref_codes: IntArray = _empty_codes()
         self._y_levels = 1
         if self.discrete:
             # docs/algorithms.md, "Discrete tests": y's levels are its largest code + 1.
-            self._y_ref_codes = state.y.astype(np.int64)
+            # A multi-class target: the class numbers by first appearance (selectors/targets.py).
+            self._y_ref_codes = discrete_target(state.y, state.n_classes).astype(np.int64)
             self._y_levels = int(self._y_ref_codes.max()) + 1
         else:
-            self._y_ref = standardize_rows(state.y)[0][0]
+            # One standardised row per target column: y, or the K class indicators.
+            self._y_refs = list(standardize_rows(np.array(_columns(state)))[0])
 
     @classmethod
     def requires_discrete(cls, params: Any) -> bool:
@@ -340,12 +371,12 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
                 columns=np.zeros((0, n), dtype=np.int64),
                 corr=np.zeros((0, 0)),
             )
-        y_std = standardize_rows(y)[0]
-        return OSFSState(
-            y=y.copy(),
-            columns=np.zeros((0, n)),
-            corr=np.array([[row_dots(y_std, y_std[0])[0]]]),
-        )
+        return _fisher_state(OSFSState(y=y.copy(), columns=np.zeros((0, n))))
+
+    @classmethod
+    def multiclass_state(cls, params: OSFSParams, y: Vector, n_classes: int) -> OSFSState:
+        state = replace(cls.initial_state(params, y), n_classes=n_classes)
+        return state if params.test in DISCRETE_TESTS else _fisher_state(state)
 
     # ------------------------------------------------------------------ learning
 
@@ -383,19 +414,24 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
         rows, _ = standardize_rows(X)
         # r = C[f,y] / sqrt(C[f,f] C[y,y]): the arithmetic of partial_correlation with
         # S empty, on the same Gram entries the state keeps, vectorised over the batch.
-        fy = row_dots(rows, self._y_ref)
         ff = (rows * rows).sum(axis=1)
-        denom = ff * self.state.corr[0, 0]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            r = np.clip(fy / np.sqrt(denom), -1.0, 1.0)
-        # docs/algorithms.md, "Fisher z test": a zero variance (NaN r) or n - 3 <= 0
-        # is "not testable", which counts as independent.
-        testable = (denom > 0.0) & (n - 3 > 0)
-        r = np.where(testable, r, np.nan)
-        relevant = ~constant & ~fisher_z_independent(r, n, 0, p.alpha)
-        untestable = ~constant & ~testable
+        rs = []
+        # One test per feature: untestable when one of its class tests is.
+        untestable = np.zeros(X.shape[0], dtype=bool)
+        for k, ref in enumerate(self._y_refs):
+            fy = row_dots(rows, ref)
+            denom = ff * self.state.corr[k, k]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r = np.clip(fy / np.sqrt(denom), -1.0, 1.0)
+            # docs/algorithms.md, "Fisher z test": a zero variance (NaN r) or n - 3 <= 0
+            # is "not testable", which counts as independent.
+            testable = (denom > 0.0) & (n - 3 > 0)
+            rs.append(np.where(testable, r, np.nan))
+            untestable |= ~constant & ~testable
+        dep, independent = fisher_z_classes(rs, n, 0, p.alpha)
+        relevant = ~constant & ~independent
         relevant = self._untestable_relevant(relevant, untestable)
-        return rows, np.zeros(X.shape[0], dtype=np.int64), np.abs(r), relevant, untestable
+        return rows, np.zeros(X.shape[0], dtype=np.int64), dep, relevant, untestable
 
     def _untestable_relevant(
         self, relevant: npt.NDArray[np.bool_], untestable: npt.NDArray[np.bool_]

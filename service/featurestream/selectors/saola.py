@@ -30,13 +30,14 @@ from featurestream.selectors.decisions import (  # scores
     ScoreKind,
 )
 from featurestream.selectors.params import Interval, NoneOr, Params, StrOptions
+from featurestream.selectors.targets import discrete_target, target_columns
 from featurestream.selectors.untestable import (
     UNTESTABLE,
     fisher_z_untestable,
     untestable_warnings,
 )
 from featurestream.stats.entropy import su_dependence, su_relevance
-from featurestream.stats.fisher_z import fisher_z_dependence, fisher_z_independent
+from featurestream.stats.fisher_z import fisher_z_classes, fisher_z_dependence
 from featurestream.stats.sparse import Columns, IntVector, unit_vector
 
 
@@ -86,7 +87,7 @@ class SAOLAState:
 
     Attributes
     ----------
-    y : the target, as given (n,).
+    y : the target, as given (n,), or its class codes 0..K-1 (multi-class).
     selected : names of S, in arrival order.
     dep : relevance to y of each member of S.
     s_indptr, s_indices, s_data : the raw columns of S (one per member, in
@@ -110,6 +111,8 @@ class SAOLAState:
     features_evicted: int = 0
     tests_performed: int = 0
     tests_untestable: int = 0
+    # K >= 3 for a multi-class target (y holds the class codes), else 0.
+    n_classes: int = 0
 
     def members(self) -> Columns:
         return Columns(int(self.y.shape[0]), self.s_indptr, self.s_indices, self.s_data)
@@ -165,13 +168,17 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
         # Caches rebuilt from the state alone (docs/algorithms.md, "How a selector is built"):
         # fisher_z keeps S as dense centred unit rows, su as dense integer codes.
         members = state.members()
+        # su: the class numbers by first appearance (selectors/targets.py).
+        self._y_ref: Vector = discrete_target(state.y, state.n_classes)
+        self._y_refs: list[tuple[Vector, float]] = []
         if params.test == "fisher_z":
-            self._y_ref, self._y_sum = unit_vector(state.y)
+            # One centred unit row per target column: y itself, or the K class
+            # indicators of a multi-class target (docs/algorithms.md, "Targets").
+            self._y_refs = [unit_vector(col) for col in target_columns(state.y, state.n_classes)]
             mean, norm, _ = members.moments()
             self._S_rows: Matrix = members.unit_rows(mean, norm)
             self._S_sums: Vector = self._S_rows.sum(axis=1)
         else:
-            self._y_ref, self._y_sum = state.y, 0.0
             self._S_rows = members.to_dense()
             self._S_sums = np.zeros(members.b)
 
@@ -211,10 +218,18 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
             relevant = ~constant & (dep_new > p.delta)
             untestable = np.zeros(len(names), dtype=bool)
         else:
-            r = cols.correlations(self._y_ref[None, :], np.array([self._y_sum]), mean, norm)[0]
-            dep_new = np.abs(r)
-            relevant = ~constant & ~fisher_z_independent(r, n, 0, p.alpha)
-            untestable = ~constant & fisher_z_untestable(r, n)
+            # Each target column on its own (same arithmetic whatever its position),
+            # so that relabelling the classes changes nothing.
+            rs = [
+                cols.correlations(ref[None, :], np.array([total]), mean, norm)[0]
+                for ref, total in self._y_refs
+            ]
+            dep_new, independent = fisher_z_classes(rs, n, 0, p.alpha)
+            relevant = ~constant & ~independent
+            # One test per feature: untestable when one of its class tests is.
+            untestable = ~constant & fisher_z_untestable(rs[0], n)
+            for r in rs[1:]:
+                untestable |= ~constant & fisher_z_untestable(r, n)
             if p.untestable == "dependent":
                 relevant |= untestable
                 # No state holds a NaN: a kept feature whose r is undefined has dep 0.

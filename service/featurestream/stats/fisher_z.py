@@ -82,6 +82,30 @@ def fisher_z_dependence(r: FloatArray, n: int, alpha: float) -> FloatArray:
     return np.where(skip, np.nan, np.abs(r))
 
 
+def fisher_z_classes(
+    rs: Sequence[FloatArray], n: int, k: int, alpha: float
+) -> tuple[FloatArray, BoolArray]:
+    """dep and the independence of x and a target given k variables, from one r per column.
+
+    A multi-class target is one-hot coded into K indicator columns
+    (docs/algorithms.md, "Targets"): x is dependent iff one of the K tests at
+    alpha / K rejects, and dep(x) = max_k |r_k|. One column (K = 1, a binary or
+    continuous target) is the plain test at alpha. Neither result depends on
+    the order of the columns.
+
+    >>> dep, ind = fisher_z_classes([np.array([0.1, 0.5]), np.array([-0.6, 0.2])], 50, 0, 0.01)
+    >>> dep.tolist(), ind.tolist()
+    ([0.6, 0.5], [False, True])
+    """
+    level = alpha / len(rs) if len(rs) > 1 else alpha
+    dep = np.abs(np.asarray(rs[0], dtype=np.float64))
+    independent = fisher_z_independent(rs[0], n, k, level)
+    for r in rs[1:]:
+        dep = np.fmax(dep, np.abs(r))
+        independent &= fisher_z_independent(r, n, k, level)
+    return dep, independent
+
+
 def partial_correlation(C: FloatArray, i: int, j: int, S: Sequence[int] = ()) -> float:
     """Partial correlation of variables i and j given S, from a covariance matrix C.
 
@@ -171,6 +195,7 @@ def fisher_z(
 __all__ = [
     "FisherZResult",
     "fisher_z",
+    "fisher_z_classes",
     "fisher_z_dependence",
     "fisher_z_from_correlation",
     "fisher_z_independent",

@@ -80,6 +80,16 @@ def reference_matrix(features: Sequence[FeatureIn], n: int) -> Any:
     )
 
 
+def labels_as_given(y: Any) -> Any:
+    """Labels as the contract reads them: numbers as floats, class names as strings
+    (docs/algorithms.md, "Targets"); a mix of both is refused."""
+    if all(type(v) is not str for v in y):
+        return np.asarray(y, dtype=np.float64)
+    if not all(type(v) is str for v in y):
+        raise InvalidInput("Labels must be all numbers or all strings, not a mix.", field="y")
+    return list(y)
+
+
 def outcome(fn: Callable[[], Any]) -> Any:
     """What ``fn`` gives: arrays as lists, or the error it raises, comparably."""
     try:
@@ -285,6 +295,7 @@ def test_group_bodies_read_as_before(doc: Any) -> None:
 
 INSTANCE_CASES: list[Any] = [
     {"X": [[1, 2.5], [3, 4]], "y": [0, 1]},
+    {"X": [[1, 2.5], [3, 4]], "y": ["no", "yes"]},
     {"X": [[1, 2.5]], "producer": "p", "seq": 2},
     {"X": [[1, 2.5]], "producer": "default"},
     {"X": [[1, 2.5]], "producer": ""},
@@ -315,7 +326,7 @@ def test_instance_bodies_read_as_before(doc: Any) -> None:
         batch = InstanceBatch.model_validate_json(body)
         if len({len(row) for row in batch.X}) != 1:
             raise InvalidInput("Every row of X must have the same length.", field="X")
-        y = None if batch.y is None else np.asarray(batch.y, dtype=np.float64)
+        y = None if batch.y is None else labels_as_given(batch.y)
         return named(batch), batch.seq, np.asarray(batch.X, dtype=np.float64), y
 
     def new() -> Any:
@@ -338,6 +349,8 @@ FRAME_CASES: list[Any] = [
     {"x": [1, True], "y": 1},
     {"x": [1, 2], "y": True},
     {"x": [1, 2], "y": "1"},
+    {"X": [[1, 2], [3, 4]], "y": ["cat", "dog"]},
+    {"X": [[1, 2], [3, 4]], "y": ["cat", 1]},
     {"type": "other", "x": [1]},
     {"X": [[1, 2], [3]], "y": [1, 1]},
     {"X": [[1, 2]], "seq": 0},
@@ -354,10 +367,10 @@ def test_json_frames_read_as_before(doc: Any) -> None:
             if len({len(row) for row in frame.X}) != 1:
                 raise InvalidInput("Every row of X must have the same length.", field="X")
             X = np.asarray(frame.X, dtype=np.float64)
-            y = None if frame.y is None else np.asarray(frame.y, dtype=np.float64)
+            y = None if frame.y is None else labels_as_given(frame.y)
         else:
             X = np.asarray([frame.x], dtype=np.float64)
-            y = None if frame.y is None else np.asarray([frame.y], dtype=np.float64)
+            y = None if frame.y is None else labels_as_given([frame.y])
         return frame.seq, X, y
 
     def new() -> Any:

@@ -156,6 +156,8 @@ def test_ofs_counts_mistakes_in_a_batch() -> None:
     np.testing.assert_array_equal(sel.state.w, [0.5, 0.5, 0.0])
     assert sel.status() == {
         "instances_seen": 3,
+        "target_type": "binary",
+        "classes": [-1, 1],
         "mistakes": 2,
         "nonzero_weights": 2,
         "mode": "full",
@@ -169,7 +171,10 @@ def test_ofs_label_sets_01_and_pm1_agree() -> None:
     b = start(num_features=2, eta=0.5)
     a.learn_instances(X, [1, 0, 0])
     b.learn_instances(X, [1, -1, -1])
-    assert blob(a) == blob(b)
+    # The same weights; each stream keeps its own labels as its classes.
+    assert (a.state.classes, b.state.classes) == ((0, 1), (-1, 1))
+    np.testing.assert_array_equal(a.state.w, b.state.w)
+    assert (a.state.mistakes, a.selected()) == (b.state.mistakes, b.selected())
 
 
 @pytest.mark.parametrize("labels", [[1, 2], [0, -1], [0.5, 1]])

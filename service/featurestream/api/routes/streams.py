@@ -40,6 +40,7 @@ async def create_stream(body: StreamCreate, engine: EngineDep, tenant: TenantDep
         algorithm=body.algorithm,
         params=body.params,
         target=body.target,
+        target_type=body.target_type,
         feature_names=body.feature_names,
         labels=body.labels,
         ttl_seconds=body.ttl_seconds,

@@ -1,0 +1,365 @@
+"""Targets: resolving ``target_type`` and coding class labels (docs/algorithms.md, "Targets").
+
+A stream declares ``target_type`` (``auto`` by default). ``auto`` is resolved
+once, from the target of a feature stream or the first labelled batch of an
+instance stream, the way scikit-learn's ``type_of_target`` does:
+
+* labels that are not numbers -> ``multiclass``;
+* numbers that are not all integers -> ``continuous``;
+* integers with at most 2 distinct values -> ``binary``, with 3..K_MAX ->
+  ``multiclass``, with more -> ``continuous``.
+
+Class labels are kept as given (strings or numbers) in sorted order; the
+selectors see the classes coded 0..K-1 in that order. The multi-class rules
+(one indicator column per class) apply from K = 3 on: with two classes every
+algorithm uses its binary rule, so a two-class target decides the same
+whatever its labels are or how it was declared.
+
+>>> t = resolve_target(["b", "a", "c", "a"])
+>>> t.target_type, t.classes, t.y.tolist(), t.n_classes
+('multiclass', ('a', 'b', 'c'), [1.0, 0.0, 2.0, 0.0], 3)
+>>> resolve_target([0, 1, 1]).target_type, resolve_target([0.5, 1]).target_type
+('binary', 'continuous')
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from featurestream.errors import InvalidInput
+
+FloatArray = npt.NDArray[np.float64]
+Label = str | int | float
+
+TARGET_TYPES = ("auto", "continuous", "binary", "multiclass")
+# auto: integer labels with more distinct values than this are a continuous target.
+K_MAX = 100
+# The most classes a declared multi-class target may have (one indicator column each).
+MAX_CLASSES = 1024
+# An instance stream whose labels are not resolved yet keeps its declared type; a
+# state stored before targets existed has none ("") and keeps its numeric labels.
+LEGACY = ""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A resolved target.
+
+    ``y`` holds the numbers the selector works on: the values as given for
+    numeric continuous and binary targets, the class codes 0..K-1 otherwise.
+    ``n_classes`` is K when the multi-class rules apply (K >= 3), else 0.
+    """
+
+    target_type: str
+    classes: tuple[Label, ...]
+    y: FloatArray
+    n_classes: int
+
+
+def check_target_type(target_type: str, *, field: str = "target_type") -> str:
+    if target_type not in TARGET_TYPES:
+        raise InvalidInput(
+            f"target_type must be one of {', '.join(TARGET_TYPES)}; got {str(target_type)[:40]!r}.",
+            field=field,
+        )
+    return target_type
+
+
+def _plain(v: Any) -> Label:
+    """A label as JSON shows it: an integral number as an int, a string as it is."""
+    if isinstance(v, str):
+        return v
+    f = float(v)
+    if math.isfinite(f) and f == math.floor(f) and abs(f) < 2**53:
+        return int(f)
+    return f
+
+
+def _labels(values: Sequence[Any] | npt.ArrayLike, field: str) -> tuple[list[Label], bool]:
+    """The labels as plain values, and whether they are numbers."""
+    items = values.tolist() if isinstance(values, np.ndarray) else list(values)  # type: ignore[arg-type]
+    if not items:
+        raise InvalidInput("The target must not be empty.", field=field)
+    strings = [isinstance(v, str) for v in items]
+    if any(strings) and not all(strings):
+        bad = strings.index(False) if strings[0] else strings.index(True)
+        raise InvalidInput(
+            "Labels must be all numbers or all strings, not a mix; "
+            f"item {bad} is {str(items[bad])[:40]!r}.",
+            field=f"{field}[{bad}]",
+        )
+    if all(strings):
+        return items, False
+    for i, v in enumerate(items):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise InvalidInput(
+                f"Labels must be numbers or strings; item {i} is {str(v)[:40]!r}.",
+                field=f"{field}[{i}]",
+            )
+        if not math.isfinite(float(v)):
+            raise InvalidInput("The target contains NaN or infinite values.", field=field)
+    return [_plain(v) for v in items], True
+
+
+def _auto(labels: list[Label], numeric: bool, distinct: int) -> str:
+    if not numeric:
+        return "multiclass"
+    if not all(isinstance(v, int) for v in labels):
+        return "continuous"
+    if distinct <= 2:
+        return "binary"
+    return "multiclass" if distinct <= K_MAX else "continuous"
+
+
+def resolve_target(
+    values: Sequence[Any] | npt.ArrayLike, target_type: str = "auto", *, field: str = "target"
+) -> Target:
+    """Resolve ``target_type`` for these labels and code them (docs/algorithms.md, "Targets")."""
+    check_target_type(target_type)
+    labels, numeric = _labels(values, field)
+    classes = sorted(set(labels))
+    resolved = _auto(labels, numeric, len(classes)) if target_type == "auto" else target_type
+    if resolved == "continuous":
+        if not numeric:
+            raise InvalidInput(
+                "A continuous target must be numbers; these labels are strings "
+                '(use target_type "multiclass" or "binary").',
+                field=field,
+            )
+        return Target("continuous", (), np.array(labels, dtype=np.float64), 0)
+    if resolved == "binary" and len(classes) > 2:
+        raise InvalidInput(
+            f"A binary target has at most 2 classes; these labels have {len(classes)} "
+            '(use target_type "multiclass").',
+            field=field,
+        )
+    if len(classes) > MAX_CLASSES:
+        raise InvalidInput(
+            f"A multi-class target has at most {MAX_CLASSES} classes; got {len(classes)}.",
+            field=field,
+        )
+    if resolved == "binary" and numeric:
+        # The values as given: the binary rules of every selector (and the stored
+        # conformance results) are defined on them.
+        y = np.array(labels, dtype=np.float64)
+    else:
+        y = codes(labels, tuple(classes), field=field)
+    k = len(classes)
+    return Target(resolved, tuple(classes), y, k if resolved == "multiclass" and k >= 3 else 0)
+
+
+def codes(
+    labels: Sequence[Any] | npt.ArrayLike, classes: tuple[Label, ...], *, field: str
+) -> FloatArray:
+    """Class codes 0..K-1 of ``labels`` (positions in the sorted ``classes``)."""
+    items = labels.tolist() if isinstance(labels, np.ndarray) else list(labels)  # type: ignore[arg-type]
+    index = {c: i for i, c in enumerate(classes)}
+    out = np.empty(len(items), dtype=np.float64)
+    for i, v in enumerate(items):
+        key = v if isinstance(v, str) else _plain(v) if _is_number(v) else None
+        code = index.get(key) if key is not None else None
+        if code is None:
+            shown = ", ".join(repr(c) for c in classes[:10])
+            raise InvalidInput(
+                f"Label {str(v)[:40]!r} is not one of the stream's classes ({shown}"
+                f"{', ...' if len(classes) > 10 else ''}); a stream's classes never change.",
+                field=f"{field}[{i}]",
+            )
+        out[i] = code
+    return out
+
+
+def _is_number(v: Any) -> bool:
+    return (
+        not isinstance(v, bool)
+        and isinstance(v, (int, float, np.integer, np.floating))
+        and math.isfinite(float(v))
+    )
+
+
+def indicators(y: FloatArray, n_classes: int) -> FloatArray:
+    """One-hot indicator rows (K, n) of class codes ``y``: row k is 1 where y == k."""
+    return np.asarray(y[None, :] == np.arange(n_classes, dtype=np.float64)[:, None], dtype=float)
+
+
+def multiclass_algorithms() -> list[str]:
+    """The supervised algorithms that accept multi-class targets, by name."""
+    from featurestream.selectors import REGISTRY  # the registry imports every selector
+
+    return sorted(
+        name
+        for name, cls in REGISTRY.items()
+        if getattr(cls, "supervised", True) and getattr(cls, "accepts_multiclass", False)
+    )
+
+
+def refuse_multiclass(algorithm: str, k: int | None, *, field: str = "target") -> None:
+    """A multi-class stream of an algorithm defined for binary targets: InvalidInput (422)."""
+    classes = f" ({k} classes)" if k is not None else ""
+    raise InvalidInput(
+        f"{algorithm} is defined for binary targets and does not accept a multi-class "
+        f"target{classes}; algorithms that accept multi-class targets: "
+        f"{', '.join(multiclass_algorithms())}.",
+        field=field,
+    )
+
+
+@dataclass(frozen=True)
+class Labels:
+    """A batch of an instance stream's labels, resolved against the stream's target.
+
+    ``values``: +-1 under the binary rule, the class codes 0..K-1 (sorted
+    order of ``classes``) under the multi-class rule (``multiclass`` is True).
+    ``target_type``, ``classes`` and ``first`` are the stream's after the batch.
+    """
+
+    values: FloatArray
+    multiclass: bool
+    target_type: str
+    classes: tuple[Label, ...]
+    first: Label | None
+
+
+def label_list(y: Any, m: int) -> list[Any]:
+    """A batch's m labels as a list (numbers or strings; checked when resolved)."""
+    items = y.reshape(-1).tolist() if isinstance(y, np.ndarray) else list(y)
+    if len(items) != m:
+        raise InvalidInput(f"Expected {m} labels, got {len(items)}.", field="y")
+    return items
+
+
+def instance_labels_typed(
+    algorithm: str,
+    accepts_multiclass: bool,
+    target_type: str,
+    classes: tuple[Label, ...],
+    first: Label | None,
+    y: Sequence[Any] | npt.ArrayLike,
+) -> Labels:
+    """Resolve a labelled batch of a classifying instance stream (OFS, FIRES).
+
+    ``auto`` is resolved from the first labelled batch; the classes are the
+    labels seen so far (a binary stream holds at most two). Under the binary
+    rule, numeric labels are in {0, 1} or {-1, +1} and map as they always did
+    (0 means -1; any other number is an error); two strings map the first
+    label the stream saw to -1: OFS and FIRES are symmetric under y -> -y, so
+    the selection does not depend on it.
+    """
+    batch = resolve_target(y, "auto" if target_type == "auto" else target_type, field="y")
+    resolved = batch.target_type if target_type == "auto" else target_type
+    if resolved == "continuous":
+        raise InvalidInput(
+            "Labels must be in {0, 1} or {-1, +1}, or be class labels; these look continuous "
+            f"(not all integers, or more than 100 values), and {algorithm} learns classes. "
+            'Declare target_type "binary" or "multiclass".',
+            field="y",
+        )
+    labels, _ = _labels(y, "y")
+    merged = set(classes) | set(batch.classes)
+    if len({isinstance(c, str) for c in merged}) > 1:
+        raise InvalidInput(
+            "Labels must be all numbers or all strings, like the stream's earlier labels "
+            f"({', '.join(repr(c) for c in classes[:5])}).",
+            field="y",
+        )
+    new_classes = tuple(sorted(merged))
+    if resolved == "binary" and len(new_classes) > 2:
+        raise InvalidInput(
+            f"This stream's target is binary; labels {', '.join(map(repr, new_classes[:5]))} "
+            'make more than 2 classes (create the stream with target_type "multiclass").',
+            field="y",
+        )
+    if resolved == "multiclass" and not accepts_multiclass and len(new_classes) > 2:
+        refuse_multiclass(algorithm, len(new_classes), field="y")
+    if len(new_classes) > MAX_CLASSES:
+        raise InvalidInput(f"A stream has at most {MAX_CLASSES} classes.", field="y")
+    first = labels[0] if first is None else first
+    if resolved == "multiclass" and accepts_multiclass:
+        return Labels(codes(labels, new_classes, field="y"), True, resolved, new_classes, first)
+    if all(not isinstance(c, str) for c in new_classes):
+        # Numbers keep the binary rule's labels: {0, 1} or {-1, +1}, 0 meaning -1.
+        if not (set(new_classes) <= {0, 1} or set(new_classes) <= {-1, 1}):
+            raise InvalidInput(
+                "Labels must be in {0, 1} or {-1, +1} (or be two strings); got "
+                f"{', '.join(map(repr, new_classes[:5]))}. Class labels such as 1, 2, 3 "
+                'need a stream created with target_type "multiclass".',
+                field="y",
+            )
+        pm = np.array([-1.0 if v == 0 else float(v) for v in labels])
+    else:
+        pm = np.array([-1.0 if v == first else 1.0 for v in labels])
+    return Labels(pm, False, resolved, new_classes, first)
+
+
+def typed_labels(selector: Any, y: Any) -> tuple[dict[str, Any], FloatArray]:
+    """The State fields a labelled batch changes and its labels (+-1 or class codes).
+
+    A stream created before target types (``target_type`` "") keeps its rule:
+    numeric labels in {0, 1} or {-1, +1}.
+    """
+    from featurestream.selectors.checks import binary_labels
+
+    s = selector.state
+    if y is not None and len(y) == 0:
+        return {}, np.zeros(0)  # an empty batch resolves nothing
+    if s.target_type == LEGACY:
+        return {}, binary_labels(y if y is not None else np.zeros(0))
+    got = instance_labels_typed(
+        selector.name, selector.accepts_multiclass, s.target_type, s.classes, s.first_label, y
+    )
+    fields = {"target_type": got.target_type, "classes": got.classes, "first_label": got.first}
+    return fields, got.values
+
+
+def discrete_target(y: FloatArray, n_classes: int) -> FloatArray:
+    """The target as the discrete tests (G2, chi-square, SU) see it.
+
+    A multi-class target's classes are renumbered by their first appearance in
+    y: the number each class gets then depends only on which rows hold it, not
+    on its label, so the count tables and their sums, to the last bit, are the
+    same under any relabelling. One column (n_classes 0) is y as it is.
+
+    >>> discrete_target(np.array([2.0, 0.0, 2.0, 1.0]), 3).tolist()
+    [0.0, 1.0, 0.0, 2.0]
+    """
+    if not n_classes:
+        return y
+    _, first, inverse = np.unique(y, return_index=True, return_inverse=True)
+    rank = np.empty(first.shape[0], dtype=np.float64)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.shape[0], dtype=np.float64)
+    return np.asarray(rank[inverse], dtype=np.float64)
+
+
+def target_columns(y: FloatArray, n_classes: int) -> list[FloatArray]:
+    """The target as the tests see it: [y], or the K class indicators when n_classes >= 3."""
+    if n_classes:
+        return list(indicators(y, n_classes))
+    return [y]
+
+
+__all__ = [
+    "K_MAX",
+    "LEGACY",
+    "MAX_CLASSES",
+    "TARGET_TYPES",
+    "Label",
+    "Labels",
+    "Target",
+    "check_target_type",
+    "codes",
+    "discrete_target",
+    "indicators",
+    "instance_labels_typed",
+    "label_list",
+    "multiclass_algorithms",
+    "refuse_multiclass",
+    "resolve_target",
+    "target_columns",
+    "typed_labels",
+]
