@@ -300,7 +300,8 @@ def test_the_cache_is_bounded_by_the_memory_of_decoded_states(
                 body = {
                     "id": f"c{s}",
                     "algorithm": "ofs",
-                    "params": {"num_features": 5},
+                    # Values as sent: the state is then the weights and the names alone.
+                    "params": {"num_features": 5, "scale": "none"},
                     "feature_names": names,
                 }
                 assert c.post("/v1/streams", json=body).status_code == 201

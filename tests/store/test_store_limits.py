@@ -121,7 +121,9 @@ def test_the_footprint_of_a_decoded_state_is_the_memory_it_takes() -> None:
     d = 20_000
     names = [f"feature-{i:06d}" for i in range(d)]
     for algorithm in ("ofs", "fires", "fsds"):
-        cls, resolved = catalogue.resolve(algorithm, {"num_features": 10})
+        # OFS with values as sent: its state is the weights and the names alone.
+        params = {"num_features": 10, **({"scale": "none"} if algorithm == "ofs" else {})}
+        cls, resolved = catalogue.resolve(algorithm, params)
         start, _ = catalogue.starter(cls, resolved, None, names, max_name_length=1024)
         sel = start()
         sel.learn_instances(rng.normal(size=(20, d)), (rng.random(20) > 0.5).astype(float))
