@@ -93,9 +93,14 @@ def fisher_z_classes(
     continuous target) is the plain test at alpha. Neither result depends on
     the order of the columns.
 
-    >>> dep, ind = fisher_z_classes([np.array([0.1, 0.5]), np.array([-0.6, 0.2])], 50, 0, 0.01)
+    The second x below has r = 0.38 with the first class: dependent at 0.01 on
+    its own, independent at 0.01 / 2.
+
+    >>> dep, ind = fisher_z_classes([np.array([0.1, 0.38]), np.array([-0.6, 0.2])], 50, 0, 0.01)
     >>> dep.tolist(), ind.tolist()
-    ([0.6, 0.5], [False, True])
+    ([0.6, 0.38], [False, True])
+    >>> fisher_z_independent(np.array([0.38]), 50, 0, 0.01).tolist()
+    [False]
     """
     level = alpha / len(rs) if len(rs) > 1 else alpha
     dep = np.abs(np.asarray(rs[0], dtype=np.float64))
