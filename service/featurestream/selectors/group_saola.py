@@ -37,7 +37,11 @@ from featurestream.selectors.decisions import (  # scores
 from featurestream.selectors.params import Constraint, Params
 from featurestream.selectors.saola import SAOLAParams
 from featurestream.selectors.targets import discrete_target, target_columns
-from featurestream.selectors.untestable import fisher_z_untestable, untestable_warnings
+from featurestream.selectors.untestable import (
+    fisher_z_relevance,
+    fisher_z_untestable,
+    untestable_warnings,
+)
 from featurestream.stats.columns import (
     correlations,
     cross_dots,
@@ -46,7 +50,7 @@ from featurestream.stats.columns import (
     standardize_rows,
 )
 from featurestream.stats.entropy import su_dependence, su_relevance
-from featurestream.stats.fisher_z import fisher_z_classes, fisher_z_dependence
+from featurestream.stats.fisher_z import fisher_z_dependence
 
 BoolVector = npt.NDArray[np.bool_]
 BoolMatrix = npt.NDArray[np.bool_]
@@ -306,16 +310,9 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
             rs = [correlations(rows, ref) for ref in self._y_refs]
             # A NaN r or n - 3 <= 0 is "not testable", which counts as independent,
             # or as dependent with untestable: "dependent" (docs/algorithms.md).
-            dep_new, independent = fisher_z_classes(rs, n, 0, p.alpha)
-            relevant = ~constant & ~independent
-            # One test per feature: untestable when one of its class tests is.
-            untestable = ~constant & fisher_z_untestable(rs[0], n)
-            for r in rs[1:]:
-                untestable |= ~constant & fisher_z_untestable(r, n)
-            if p.untestable == "dependent":
-                relevant |= untestable
-                # No state holds a NaN: a kept feature whose r is undefined has dep 0.
-                dep_new = np.where(relevant & np.isnan(dep_new), 0.0, dep_new)
+            dep_new, relevant, untestable = fisher_z_relevance(
+                rs, n, p.alpha, constant, p.untestable
+            )
 
         work = _Batch(
             names=list(s.selected),

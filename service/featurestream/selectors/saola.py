@@ -33,11 +33,12 @@ from featurestream.selectors.params import Interval, NoneOr, Params, StrOptions
 from featurestream.selectors.targets import discrete_target, target_columns
 from featurestream.selectors.untestable import (
     UNTESTABLE,
+    fisher_z_relevance,
     fisher_z_untestable,
     untestable_warnings,
 )
 from featurestream.stats.entropy import su_dependence, su_relevance
-from featurestream.stats.fisher_z import fisher_z_classes, fisher_z_dependence
+from featurestream.stats.fisher_z import fisher_z_dependence
 from featurestream.stats.sparse import Columns, IntVector, unit_vector
 
 
@@ -224,16 +225,9 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
                 cols.correlations(ref[None, :], np.array([total]), mean, norm)[0]
                 for ref, total in self._y_refs
             ]
-            dep_new, independent = fisher_z_classes(rs, n, 0, p.alpha)
-            relevant = ~constant & ~independent
-            # One test per feature: untestable when one of its class tests is.
-            untestable = ~constant & fisher_z_untestable(rs[0], n)
-            for r in rs[1:]:
-                untestable |= ~constant & fisher_z_untestable(r, n)
-            if p.untestable == "dependent":
-                relevant |= untestable
-                # No state holds a NaN: a kept feature whose r is undefined has dep 0.
-                dep_new = np.where(relevant & np.isnan(dep_new), 0.0, dep_new)
+            dep_new, relevant, untestable = fisher_z_relevance(
+                rs, n, p.alpha, constant, p.untestable
+            )
         tests = int((~constant).sum())
         untested = int(untestable.sum())
 

@@ -17,12 +17,14 @@ those that were untestable (``tests_untestable``); once more than
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from featurestream.selectors.params import StrOptions
+from featurestream.stats.fisher_z import fisher_z_classes
 
 UNTESTABLE_MODES: tuple[str, ...] = ("independent", "dependent")
 UNTESTABLE = StrOptions(UNTESTABLE_MODES)
@@ -59,6 +61,31 @@ def fisher_z_untestable(r: npt.ArrayLike, n: int) -> npt.NDArray[np.bool_]:
     if n - 3 <= 0:
         return np.ones(r_arr.shape, dtype=bool)
     return np.asarray(np.isnan(r_arr))
+
+
+def fisher_z_relevance(
+    rs: Sequence[npt.NDArray[np.float64]],
+    n: int,
+    alpha: float,
+    constant: npt.NDArray[np.bool_],
+    untestable: str,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """SAOLA's relevance step under Fisher z: (dep, relevant, untestable) per feature.
+
+    ``rs`` holds r(x, y_k) for each target column (one for a binary or
+    continuous target). One test per feature, untestable when one of its class
+    tests is; with ``untestable == "dependent"`` such a feature is relevant and,
+    since no state holds a NaN, a kept feature whose r is undefined has dep 0.
+    """
+    dep, independent = fisher_z_classes(rs, n, 0, alpha)
+    relevant = ~constant & ~independent
+    untested = ~constant & fisher_z_untestable(rs[0], n)
+    for r in rs[1:]:
+        untested |= ~constant & fisher_z_untestable(r, n)
+    if untestable == "dependent":
+        relevant |= untested
+        dep = np.where(relevant & np.isnan(dep), 0.0, dep)
+    return dep, relevant, untested
 
 
 def untestable_warnings(params: Any, performed: int, untestable: int) -> list[Warning]:
