@@ -66,7 +66,7 @@ def _load_csv(path: Path, delimiter: str, drop: Sequence[str], target: str | Non
     values = np.empty((len(rows), len(keep)), dtype=np.float64)
     for r, row in enumerate(rows):
         for c, i in enumerate(keep):
-            values[r, c] = _number(path, row[i], r, names[i])
+            values[r, c] = _number(path, row[i], r, names[i], labels_given=target is not None)
     labels = None
     if t_index is not None:
         cells = [row[t_index] for row in rows]
@@ -83,8 +83,11 @@ def _load_csv(path: Path, delimiter: str, drop: Sequence[str], target: str | Non
     return Table([names[i] for i in keep], values, labels)
 
 
-def _number(path: Path, cell: str, r: int, name: str) -> float:
-    """The number in data row ``r`` (0-based; line ``r + 2`` of the file) of column ``name``."""
+def _number(path: Path, cell: str, r: int, name: str, *, labels_given: bool = True) -> float:
+    """The number in data row ``r`` (0-based; line ``r + 2`` of the file) of column ``name``.
+
+    Without a target column, a column of words may be the labels: the message says so.
+    """
     where = f"{path}: line {r + 2}, column {name!r}"
     if not cell:
         raise CliError(
@@ -95,9 +98,10 @@ def _number(path: Path, cell: str, r: int, name: str) -> float:
     try:
         value = float(cell)
     except ValueError:
+        label_hint = "" if labels_given else f"; if it holds the labels, give --target {name}"
         raise CliError(
             f"{where}: {cell!r} is not a number (leave the column out with --drop {name}, or "
-            "encode it as numbers)."
+            f"encode it as numbers{label_hint})."
         ) from None
     if not math.isfinite(value):
         raise CliError(

@@ -17,10 +17,8 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TextIO
-
-import numpy as np
 
 from featurestream_client._base import DEFAULT_URL
 from featurestream_client._files import CliError, Matrix, load_table, split_target
@@ -173,17 +171,16 @@ def _algorithm(client: Client, name: str) -> Algorithm:
     return algorithm
 
 
-def _coded_labels(y: Any, err: TextIO) -> Any:
-    """Instance labels that are not numbers, as codes 0..k-1 in sorted order (said on ``err``).
-
-    The codes are chosen over the whole file, so every request codes a class alike.
-    """
-    if y is None or y.dtype.kind in "fiub":
-        return y
-    classes, codes = np.unique(y, return_inverse=True)
-    shown = ", ".join(f"{c}={i}" for i, c in enumerate(classes.tolist()[:10]))
-    err.write(f"labels coded in sorted order: {shown}{', ...' if len(classes) > 10 else ''}\n")
-    return codes.astype(np.float64)
+def _check_required(algorithm: Algorithm, params: Mapping[str, Any]) -> None:
+    """Refuse, before anything is created, parameters the algorithm cannot do without."""
+    schema = algorithm.params_schema
+    missing = [p for p in schema.get("required", ()) if p not in params]
+    if not missing:
+        return
+    props = schema.get("properties", {})
+    example = {p: 10 if props.get(p, {}).get("type") == "integer" else "..." for p in missing}
+    what = "; ".join(f"{p} ({props.get(p, {}).get('description', 'required')})" for p in missing)
+    raise CliError(f"{algorithm.name} needs {what}: add --params '{json.dumps(example)}'.")
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -214,6 +211,12 @@ def _replay(args: argparse.Namespace) -> int:
         features = algorithm.kind == "features"
         if features and args.target is None and not args.append:
             raise CliError(f"{algorithm.name} selects over feature columns: give --target COL.")
+        if not features and algorithm.supervised and args.target is None:
+            raise CliError(
+                f"{algorithm.name} learns from labelled rows: give --target COL (the label column)."
+            )
+        if not args.append:
+            _check_required(algorithm, params)
         names, matrix, y = table.names, table.data, table.target
         if not names:
             raise CliError(f"{args.data}: no feature columns besides the target.")
@@ -260,7 +263,6 @@ def _replay(args: argparse.Namespace) -> int:
                 stream.add_features(matrix[:, lo:hi], names[lo:hi], chunk_columns=chunk)
                 progress.update(hi)
         else:
-            y = _coded_labels(y, sys.stderr)
             if not args.append:
                 stream = client.create_stream(
                     algorithm.name, feature_names=names, params=params, **options
@@ -278,6 +280,10 @@ def _replay(args: argparse.Namespace) -> int:
                 progress.update(hi)
         progress.close()
         selection = stream.selected()
+        status = stream.status() if not features else {}
+    # Supervised instance streams predict each row before learning it (test-then-train).
+    mistakes = status.get("mistakes")
+    seen = status.get("instances_seen")
     if args.json:
         _print_json(
             {
@@ -288,6 +294,7 @@ def _replay(args: argparse.Namespace) -> int:
                 "score_kind": algorithm.score_kind_for(params),
                 "higher_is_better": algorithm.higher_is_better,
                 "selected": _selection_json(selection),
+                **({} if mistakes is None else {"mistakes": mistakes, "instances_seen": seen}),
             }
         )
     else:
@@ -297,6 +304,11 @@ def _replay(args: argparse.Namespace) -> int:
             f"{verb} {stream.id} ({algorithm.name}, {total}), version {selection.version}: "
             f"{len(selection.features)} selected"
         )
+        if mistakes is not None and seen:
+            print(
+                f"prequential mistakes (each row predicted before it is learnt): {mistakes} of "
+                f"{seen} rows ({100 * mistakes / seen:.1f}%)"
+            )
         print(_selection_table(selection, algorithm, params))
     return 0
 
@@ -320,6 +332,7 @@ def _create(args: argparse.Namespace) -> int:
     params = _params(args.params)
     with _client(args) as client:
         algorithm = _algorithm(client, args.algorithm)
+        _check_required(algorithm, params)
         target = names = None
         if args.data is not None:
             table = load_table(
@@ -517,6 +530,10 @@ def _client_command(func: Callable[[argparse.Namespace], int]) -> Callable[..., 
             message = f"{exc.detail}" + (f" ({exc.status} {kind})" if exc.status else "")
         except KeyboardInterrupt:
             return 130
+        except BrokenPipeError:
+            # The reader of stdout went away (`| head`): stop quietly, as Unix tools do.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 141
         print(f"{prefix}: {' '.join(message.split())}", file=sys.stderr)
         return 1
 

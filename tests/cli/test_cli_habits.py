@@ -78,7 +78,8 @@ def test_replay_reads_the_csv_files_people_have(
     )
     assert code == 0, err
     assert selected(json.loads(out)) == selected(first) == ["f21", "f27"]
-    # Instance streams: string labels coded over the whole file, the same answer as 0/1.
+    # Instance streams: string labels travel as given; the server codes the classes in
+    # sorted order, so the answer equals the 0/1 one.
     inst = ["--algorithm", "ofs", "--target", "diagnosis", "--drop", "patient_id", "--chunk", "50"]
     inst += ["--params", '{"num_features": 5}', "--url", url, "--json"]
     code, out, err = run(capsys, "replay", str(numeric), *inst)
@@ -86,8 +87,46 @@ def test_replay_reads_the_csv_files_people_have(
     by_number = selected(json.loads(out))
     code, out, err = run(capsys, "replay", str(named), "--delimiter", ";", *inst)
     assert code == 0, err
-    assert "labels coded in sorted order: B=0, M=1" in err
-    assert selected(json.loads(out)) == by_number
+    assert "coded" not in err
+    named_doc = json.loads(out)
+    assert selected(named_doc) == by_number
+    with Client(url) as c:
+        info = c.get_stream(named_doc["stream"]).refresh()
+    # Labels that are not numbers resolve to "multiclass"; with two classes every
+    # algorithm uses its binary rule (OFS accepts the stream).
+    assert info.target_type == "multiclass" and list(info.classes) == ["B", "M"]
+
+
+def test_replay_into_ofs_says_what_it_needs_and_reports_its_mistakes(
+    tmp_path: Path, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = str(wdbc_file(tmp_path / "bc.csv", labels=("B", "M")))
+    with Client(url) as c:
+        before = {s.id for s in c.streams()}
+    drop = ["--drop", "patient_id"]
+    code, _, err = run(capsys, "replay", data, "--algorithm", "ofs", *drop, "--url", url)
+    assert code == 1
+    assert "if it holds the labels, give --target diagnosis" in err
+    numeric = str(wdbc_file(tmp_path / "bc01.csv"))
+    code, _, err = run(capsys, "replay", numeric, "--algorithm", "ofs", *drop, "--url", url)
+    assert code == 1
+    assert "ofs learns from labelled rows: give --target COL" in err
+    code, _, err = run(
+        capsys, "replay", data, "--algorithm", "ofs", *drop, "--target", "diagnosis", "--url", url
+    )
+    assert code == 1
+    assert "ofs needs num_features (the budget B of selected features)" in err
+    assert "--params '{\"num_features\": 10}'" in err
+    with Client(url) as c:
+        assert {s.id for s in c.streams()} == before  # nothing was created
+    args = ["--target", "diagnosis", "--drop", "patient_id", "--url", url]
+    args += ["--params", '{"num_features": 10}']
+    code, out, err = run(capsys, "replay", data, "--algorithm", "ofs", *args)
+    assert code == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("prequential mistakes"))
+    mistakes = int(line.split(": ")[1].split(" of ")[0])
+    assert line.endswith(f"{mistakes} of 569 rows ({100 * mistakes / 569:.1f}%)")
+    assert mistakes / 569 <= 0.15
 
 
 def test_replay_an_empty_cell_names_its_row_and_column(

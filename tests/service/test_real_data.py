@@ -139,6 +139,9 @@ def _replay(server: ServeProcess, sid: str, params: dict[str, object]) -> dict[s
     assert out.returncode == 0, out.stderr
     with httpx.Client(base_url=server.url, timeout=30) as c:
         status: dict[str, object] = c.get(f"/v1/streams/{sid}/status").json()
+    # The command reports the same prequential count as the stream's status.
+    shown = json.loads(out.stdout)
+    assert (shown["mistakes"], shown["instances_seen"]) == (status["mistakes"], 569)
     return status
 
 
