@@ -38,6 +38,7 @@ from featurestream_client.errors import (
 from featurestream_client.models import (
     Algorithm,
     Decision,
+    Decisions,
     Event,
     EventPage,
     FeaturesResult,
@@ -84,6 +85,7 @@ __all__ = [
     "ConcurrentUpdate",
     "ConnectionFailed",
     "Decision",
+    "Decisions",
     "Event",
     "EventPage",
     "FeatureStreamError",

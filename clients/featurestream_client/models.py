@@ -6,9 +6,9 @@ stay reachable.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 
 def _opt_int(value: Any) -> int | None:
@@ -177,6 +177,85 @@ class Decision:
         )
 
 
+class Decisions(Sequence[Decision]):
+    """The decisions of a features write, in the order sent: a read-only sequence.
+
+    A large upload brings one decision per column (100,000 for a dorothea-sized
+    matrix), most of them never looked at one by one, so each :class:`Decision`
+    is built from the server's JSON when it is first read. It compares equal to
+    any sequence of the same decisions (a tuple, a list).
+    """
+
+    __slots__ = ("_built", "_raw")
+
+    def __init__(self, raw: Sequence[Any] = ()) -> None:
+        # Items are the server's JSON objects, or Decisions already built.
+        self._raw: list[Any] = list(raw)
+        self._built: list[Decision | None] = [
+            x if isinstance(x, Decision) else None for x in self._raw
+        ]
+
+    def _at(self, i: int) -> Decision:
+        d = self._built[i]
+        if d is None:
+            d = self._built[i] = Decision.from_json(self._raw[i])
+        return d
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    @overload
+    def __getitem__(self, i: int) -> Decision: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Decisions: ...
+
+    def __getitem__(self, i: int | slice) -> Decision | Decisions:
+        if isinstance(i, slice):
+            return Decisions([self._at(k) for k in range(*i.indices(len(self._raw)))])
+        return self._at(range(len(self._raw))[i])
+
+    def __iter__(self) -> Iterator[Decision]:
+        for i in range(len(self._raw)):
+            yield self._at(i)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __add__(self, other: Sequence[Decision]) -> Decisions:
+        return Decisions([*self._items(), *_items_of(other)])
+
+    def __radd__(self, other: Sequence[Decision]) -> Decisions:
+        return Decisions([*_items_of(other), *self._items()])
+
+    def _items(self) -> list[Any]:
+        return [b if b is not None else r for b, r in zip(self._built, self._raw, strict=True)]
+
+    def names(self, accepted: bool | None = None) -> list[str]:
+        """The features' names (only the accepted, or only the rejected ones, if asked)."""
+        out = []
+        for b, r in zip(self._built, self._raw, strict=True):
+            if b is not None:
+                name, ok = b.name, b.accepted
+            else:
+                name, ok = str(r["name"]), bool(r["accepted"])
+            if accepted is None or ok == accepted:
+                out.append(name)
+        return out
+
+    def __repr__(self) -> str:
+        return f"Decisions({len(self)} decisions)"
+
+
+def _items_of(seq: Sequence[Decision]) -> list[Any]:
+    return seq._items() if isinstance(seq, Decisions) else list(seq)
+
+
 @dataclass(frozen=True)
 class FeaturesResult:
     """The outcome of :meth:`Stream.add_features` / :meth:`Stream.add_groups`.
@@ -185,8 +264,9 @@ class FeaturesResult:
     ----------
     version : int
         The stream's version after the last request.
-    decisions : tuple of Decision
-        One per feature, in the order sent (across every chunk).
+    decisions : Decisions
+        One per feature, in the order sent (across every chunk): a read-only
+        sequence of :class:`Decision` (each built when first read).
     selected : tuple of str
         The selection after the last request.
     seqs : tuple of int
@@ -200,7 +280,7 @@ class FeaturesResult:
     """
 
     version: int
-    decisions: tuple[Decision, ...]
+    decisions: Decisions
     selected: tuple[str, ...]
     seqs: tuple[int, ...] = ()
     replayed: bool = False
@@ -216,19 +296,19 @@ class FeaturesResult:
     @property
     def accepted(self) -> list[str]:
         """Names of the features accepted on arrival (some may be evicted later)."""
-        return [d.name for d in self.decisions if d.accepted]
+        return self.decisions.names(accepted=True)
 
     @property
     def rejected(self) -> list[str]:
-        return [d.name for d in self.decisions if not d.accepted]
+        return self.decisions.names(accepted=False)
 
     @staticmethod
     def combine(parts: Sequence[FeaturesResult], version: int = 0) -> FeaturesResult:
         if not parts:
-            return FeaturesResult(version, (), ())
+            return FeaturesResult(version, Decisions(), ())
         return FeaturesResult(
             version=parts[-1].version,
-            decisions=tuple(d for p in parts for d in p.decisions),
+            decisions=Decisions([x for p in parts for x in _items_of(p.decisions)]),
             selected=parts[-1].selected,
             seqs=tuple(s for p in parts for s in p.seqs),
             replayed=any(p.replayed for p in parts),
@@ -240,7 +320,7 @@ class FeaturesResult:
         seq = d.get("seq")
         return cls(
             version=int(d["version"]),
-            decisions=tuple(Decision.from_json(x) for x in d.get("decisions") or ()),
+            decisions=Decisions(d.get("decisions") or ()),
             selected=tuple(str(s) for s in d.get("selected") or ()),
             seqs=() if seq is None else (int(seq),),
             replayed=replayed,

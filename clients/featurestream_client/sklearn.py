@@ -35,7 +35,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data  # type: ign
 
 from featurestream_client.client import DEFAULT_URL, Client
 from featurestream_client.errors import StreamNotFound
-from featurestream_client.models import Decision
+from featurestream_client.models import Decisions
 
 
 class _ServerSelector(SelectorMixin, BaseEstimator):  # type: ignore[misc]
@@ -154,7 +154,7 @@ class FeatureStreamSelector(_ServerSelector):
             if not keep:
                 stream.delete()
         self.feature_names_ = list(names)
-        self.decisions_: tuple[Decision, ...] = result.decisions
+        self.decisions_: Decisions = result.decisions
         self.stream_deleted_ = not keep
         self.selected_ = tuple(result.selected)
         self.n_samples_fit_ = int(X.shape[0])

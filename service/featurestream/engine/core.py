@@ -321,14 +321,13 @@ class StreamEngine:
             decisions = sel.learn_features(chosen, X, groups, checkpoint=budget)
             # A selector that cannot stop inside its batch is held to the budget here.
             budget(len(chosen))
-            events = [wire.feature_batch_event(chosen, groups)]
-            for d in decisions:
-                events.extend(wire.decision_events(d))
+            docs, decided = wire.render_decisions(decisions)
+            events = [wire.feature_batch_event(chosen, groups), *decided]
             selected = sel.selected()
             raised = [w for w in sel.warnings() if w["code"] not in warned]
             written = FeaturesWritten(version, seq, producer, decisions, selected, raised)
             outcome = self._outcome(live, version, events, chosen, before != selected)
-            return wire.features_written(written), outcome
+            return wire.features_written(written, docs), outcome
 
         return await self._write(stream_id, "features", producer, seq, digest, prepare, apply)
 

@@ -82,12 +82,54 @@ def decision(d: Decision) -> Document:
     return out
 
 
-def features_written(r: FeaturesWritten) -> bytes:
+def render_decisions(decisions: Sequence[Decision]) -> tuple[list[Document], list[Document]]:
+    """The ``decisions`` of a features response and their events, in one pass.
+
+    The same documents as :func:`decision` and :func:`decision_events` give one
+    by one; a batch of 100,000 columns renders here in a fraction of their time
+    (one loop, no call per column).
+    """
+    docs: list[Document] = []
+    events: list[Document] = []
+    add_doc = docs.append
+    add_event = events.append
+    for d in decisions:
+        name = d.feature
+        reason = d.reason
+        score = d.score
+        accepted = d.accepted
+        evicted = d.evicted
+        doc: Document = {
+            "name": name,
+            "accepted": accepted,
+            "evicted": [e.feature for e in evicted] if evicted else [],
+            "reason": reason,
+            "score": score,
+        }
+        event: Document = {
+            "type": "accepted" if accepted else "rejected",
+            "names": [name],
+            "reason": reason,
+            "score": score,
+        }
+        if d.by is not None:
+            doc["by"] = event["by"] = d.by
+        if d.group is not None:
+            doc["group"] = event["group"] = d.group
+        add_doc(doc)
+        add_event(event)
+        for e in evicted:
+            add_event({"type": "evicted", "names": [e.feature], "reason": e.reason, "by": e.by})
+    return docs, events
+
+
+def features_written(r: FeaturesWritten, rendered: list[Document] | None = None) -> bytes:
+    """The response of a features write (``rendered``: its decisions, already rendered)."""
     doc: Document = {
         "version": r.version,
         "seq": r.seq,
         "producer": r.producer,
-        "decisions": [decision(d) for d in r.decisions],
+        "decisions": [decision(d) for d in r.decisions] if rendered is None else rendered,
         "selected": list(r.selected),
     }
     if r.warnings:
@@ -547,6 +589,7 @@ __all__ = [
     "parse_status_counters",
     "problem",
     "problem_of",
+    "render_decisions",
     "replayed_problem",
     "selected_feature",
     "selection",

@@ -1,0 +1,86 @@
+"""Rendering a features write: the one-pass renderer equals the per-decision documents,
+the server process's garbage-collector tuning, and the client's lazy decisions."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
+from featurestream.engine import wire
+from featurestream.selectors.decisions import Decision, Eviction, Reason
+from featurestream_client.models import Decision as ClientDecision
+from featurestream_client.models import Decisions, FeaturesResult
+
+names = st.text(min_size=1, max_size=6)
+reasons = st.sampled_from(list(Reason))
+evictions = st.builds(Eviction, feature=names, reason=reasons, by=st.none() | names)
+decisions = st.builds(
+    Decision,
+    feature=names,
+    accepted=st.booleans(),
+    reason=st.none() | reasons,
+    by=st.none() | names,
+    score=st.none() | st.floats(allow_nan=True, allow_infinity=True),
+    evicted=st.lists(evictions, max_size=3).map(tuple),
+    group=st.none() | names,
+)
+
+
+@given(st.lists(decisions, max_size=20))
+def test_render_decisions_equals_the_documents_one_by_one(ds: list[Decision]) -> None:
+    docs, events = wire.render_decisions(ds)
+    assert orjson.dumps(docs) == orjson.dumps([wire.decision(d) for d in ds])
+    one_by_one = [e for d in ds for e in wire.decision_events(d)]
+    assert orjson.dumps(events) == orjson.dumps(one_by_one)
+
+
+def test_a_server_process_collects_garbage_less_often() -> None:
+    code = (
+        "import gc; from featurestream.api.app import tune_gc; before = gc.get_threshold(); "
+        "tune_gc(100000); after = gc.get_threshold(); "
+        "print(before[0], after[0], after[1:] == before[1:], gc.get_freeze_count() > 0); "
+        "gc.unfreeze(); tune_gc(0); print(gc.get_threshold()[0])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["700", "100000", "True", "True", "100000"]
+
+
+RAW = [
+    {"name": "a", "accepted": True, "evicted": [], "reason": None, "score": 0.5},
+    {"name": "b", "accepted": False, "evicted": [], "reason": "redundant", "score": 0.1, "by": "a"},
+    {"name": "c", "accepted": True, "evicted": ["a"], "reason": None, "score": None},
+]
+
+
+def test_decisions_are_built_when_read_and_compare_as_a_tuple() -> None:
+    ds = Decisions(RAW)
+    assert len(ds) == 3 and repr(ds) == "Decisions(3 decisions)"
+    assert ds._built == [None, None, None]  # nothing built yet
+    assert ds.names() == ["a", "b", "c"] and ds.names(accepted=False) == ["b"]
+    assert ds._built == [None, None, None]
+    second = ds[1]
+    assert second == ClientDecision("b", False, (), "redundant", 0.1, "a")
+    assert ds[1] is second and ds[-2] is second  # built once
+    expected = tuple(ClientDecision.from_json(x) for x in RAW)
+    assert ds == expected and ds == list(expected) and expected == tuple(ds)
+    assert ds != expected[:2] and ds[1:] == expected[1:] and isinstance(ds[1:], Decisions)
+    assert hash(ds) == hash(expected)
+    both = expected[:1] + ds
+    assert isinstance(both, Decisions) and both == expected[:1] + expected
+    assert ds + Decisions(RAW[:1]) == expected + expected[:1]
+
+
+def test_a_features_result_keeps_the_decisions_of_every_chunk_in_order() -> None:
+    parts = [
+        FeaturesResult.from_json({"version": 1, "seq": 1, "decisions": RAW[:2], "selected": ["a"]}),
+        FeaturesResult.from_json({"version": 2, "seq": 2, "decisions": RAW[2:], "selected": ["c"]}),
+    ]
+    whole = FeaturesResult.combine(parts)
+    assert [d.name for d in whole.decisions] == ["a", "b", "c"]
+    assert whole.accepted == ["a", "c"] and whole.rejected == ["b"]
+    assert whole.seqs == (1, 2) and whole.selected == ("c",)
+    assert "decisions=3 (2 accepted)" in repr(whole)
