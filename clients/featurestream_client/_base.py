@@ -53,7 +53,7 @@ class _Base(Generic[HttpT, TransportT]):
         api_key: str | None = None,
         timeout: float | httpx.Timeout = 60.0,
         retry: RetryPolicy | None = None,
-        chunk_columns: int = 2000,
+        chunk_columns: int = 20_000,
         chunk_bytes: int = 8 * 1024 * 1024,
         max_header_bytes: int = 8 * 1024,
         window: int = 16,

@@ -115,7 +115,7 @@ def new_producer_name() -> str:
 class Chunking:
     """How large one request may grow."""
 
-    columns: int = 2000
+    columns: int = 20_000
     bytes: int = 8 * 1024 * 1024
     header_bytes: int = 8 * 1024
 

@@ -109,7 +109,7 @@ class FeatureStreamSelector(_ServerSelector):
         algorithm: str = "saola",
         params: Mapping[str, Any] | None = None,
         stream_id: str | None = None,
-        chunk_size: int = 2000,
+        chunk_size: int = 20_000,
         api_key: str | None = None,
         timeout: float = 30.0,
         keep_stream: bool = False,
