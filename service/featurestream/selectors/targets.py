@@ -226,8 +226,16 @@ class Labels:
     first: Label | None
 
 
-def label_list(y: Any, m: int) -> list[Any]:
-    """A batch's m labels as a list (numbers or strings; checked when resolved)."""
+def label_list(y: Any, m: int) -> list[Any] | FloatArray:
+    """A batch's m labels: a float64 array when they are numbers in an array, else a list.
+
+    Numbers or strings; they are checked when resolved.
+    """
+    if isinstance(y, np.ndarray) and y.dtype.kind in "iuf":
+        numbers = np.asarray(y.reshape(-1), dtype=np.float64)
+        if numbers.shape[0] != m:
+            raise InvalidInput(f"Expected {m} labels, got {numbers.shape[0]}.", field="y")
+        return numbers
     items = y.reshape(-1).tolist() if isinstance(y, np.ndarray) else list(y)
     if len(items) != m:
         raise InvalidInput(f"Expected {m} labels, got {len(items)}.", field="y")
@@ -310,11 +318,39 @@ def typed_labels(selector: Any, y: Any) -> tuple[dict[str, Any], FloatArray]:
         return {}, np.zeros(0)  # an empty batch resolves nothing
     if s.target_type == LEGACY:
         return {}, binary_labels(y if y is not None else np.zeros(0))
+    known = _known_binary_numbers(s, y)
+    if known is not None:
+        return {
+            "target_type": s.target_type,
+            "classes": s.classes,
+            "first_label": s.first_label,
+        }, known
     got = instance_labels_typed(
         selector.name, selector.accepts_multiclass, s.target_type, s.classes, s.first_label, y
     )
     fields = {"target_type": got.target_type, "classes": got.classes, "first_label": got.first}
     return fields, got.values
+
+
+def _known_binary_numbers(state: Any, y: Any) -> FloatArray | None:
+    """The +-1 labels of a batch of a resolved binary stream, when every label is a number
+    it already knows (the steady state of a numeric binary stream); else None.
+
+    The same values and State fields as :func:`instance_labels_typed` gives for such
+    a batch, without a Python object per label: 0 means -1, other labels are as given.
+    """
+    if not (isinstance(y, np.ndarray) and y.dtype == np.float64 and y.ndim == 1):
+        return None
+    classes = state.classes
+    if state.target_type != "binary" or state.first_label is None or not classes:
+        return None
+    if any(isinstance(c, str) for c in classes):
+        return None
+    if not (set(classes) <= {0, 1} or set(classes) <= {-1, 1}):
+        return None
+    if not np.isin(y, np.asarray(classes, dtype=np.float64)).all():
+        return None  # a new class, NaN, or any other number: the full rules decide
+    return np.where(y == 0.0, -1.0, y)
 
 
 def discrete_target(y: FloatArray, n_classes: int) -> FloatArray:

@@ -286,3 +286,52 @@ def without_fields(blob: bytes, names: tuple[str, ...]) -> bytes:
         del header["fields"][n]
     raw = json.dumps(header, separators=(",", ":")).encode()
     return struct.pack("<4sHI", codec.MAGIC, codec.FORMAT_VERSION, len(raw)) + raw + blob[body:]
+
+
+# --------------------------------------------------------------------------- fast path
+
+
+class _State:
+    def __init__(self, target_type: str, classes: tuple[Any, ...], first: Any) -> None:
+        self.target_type, self.classes, self.first_label = target_type, classes, first
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    classes=st.sampled_from([(0, 1), (-1, 1), (0,), (1,), (-1,), ("a", "b")]),
+    target_type=st.sampled_from(["binary", "auto", "multiclass"]),
+    labels=st.lists(
+        st.sampled_from([0.0, 1.0, -1.0, 2.0, 0.5, -0.0, float("nan")]), min_size=1, max_size=12
+    ),
+)
+def test_known_binary_numbers_equal_the_full_rules(
+    classes: tuple[Any, ...], target_type: str, labels: list[float]
+) -> None:
+    """The vectorised labels of a numeric binary stream are the full rules' labels, or None."""
+    from featurestream.selectors.targets import _known_binary_numbers, instance_labels_typed
+
+    state = _State(target_type, classes, classes[0])
+    y = np.array(labels, dtype=np.float64)
+    fast = _known_binary_numbers(state, y)
+    try:
+        full = instance_labels_typed("ofs", False, target_type, classes, classes[0], labels)
+    except InvalidInput:
+        assert fast is None  # the full rules refuse it: the fast path must not take it
+        return
+    if fast is None:
+        return
+    assert target_type == "binary"
+    assert full.values.tolist() == fast.tolist()
+    assert (full.target_type, full.classes, full.first) == (target_type, classes, classes[0])
+
+
+def test_known_binary_numbers_by_hand() -> None:
+    from featurestream.selectors.targets import _known_binary_numbers
+
+    zero_one = _State("binary", (0, 1), 1)
+    assert _known_binary_numbers(zero_one, np.array([0.0, 1.0, 1.0])).tolist() == [-1, 1, 1]  # type: ignore[union-attr]
+    assert _known_binary_numbers(zero_one, np.array([0.0, -1.0])) is None  # -1: a new class
+    assert _known_binary_numbers(zero_one, [0.0, 1.0]) is None  # a list: the full rules
+    assert _known_binary_numbers(_State("auto", (), None), np.array([1.0])) is None
+    pm = _State("binary", (-1, 1), -1)
+    assert _known_binary_numbers(pm, np.array([1.0, -1.0])).tolist() == [1, -1]  # type: ignore[union-attr]
