@@ -32,6 +32,11 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+# The servers the tests start (hundreds of them, in and out of process) do not load
+# the compiled kernels in the background at start-up: on a small machine that would
+# compete with the tests themselves. tests/service/test_warm_kernels.py turns it on.
+os.environ.setdefault("FEATURESTREAM_WARM_KERNELS", "false")
+
 
 # --------------------------------------------------------------------------- Redis
 

@@ -120,6 +120,12 @@ class Settings(BaseSettings):
         description="Offer permessage-deflate to WebSocket clients that ask for it. Off: "
         "frames of numbers barely compress, and zlib would cost most of a frame's time.",
     )
+    warm_kernels: bool = Field(
+        True,
+        description="Load the compiled kernels (OFS) in a background thread at start-up, "
+        "so that the first batches of instance streams do not wait for them (a second or "
+        "more; longer where numba's on-disk cache is not writable).",
+    )
     gc_threshold: int = Field(
         100_000,
         ge=0,

@@ -7,6 +7,8 @@ import gc
 import logging
 import signal
 import sys
+import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Any
@@ -27,7 +29,7 @@ from featurestream.api.middleware import (
 )
 from featurestream.api.routes import features, instances, ops, selection, streams
 from featurestream.config import Settings
-from featurestream.engine import StreamEngine
+from featurestream.engine import StreamEngine, catalogue
 from featurestream.logs import configure_logging
 from featurestream.store import StateStore, open_store
 
@@ -54,6 +56,8 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
         watcher = asyncio.get_running_loop().create_task(
             _watch_keys(keys, app.state.ws_sessions), name="featurestream-keys"
         )
+        if settings.warm_kernels:
+            threading.Thread(target=_warm_kernels, name="featurestream-warm", daemon=True).start()
         log.info("featurestream %s serving on store %s", __version__, settings.store_kind)
         try:
             yield
@@ -141,6 +145,16 @@ def _reload_keys_on_sighup(keys: KeyRing) -> None:
         # Not the main thread (tests), or a platform without SIGHUP: the file
         # watch (checked on requests) still rotates keys.
         log.debug("SIGHUP reload of API keys unavailable here")
+
+
+def _warm_kernels() -> None:
+    started = time.monotonic()
+    try:
+        catalogue.warm_kernels()
+    except Exception:  # a kernel that cannot load fails its first batch instead
+        log.exception("loading the compiled kernels failed")
+        return
+    log.info("compiled kernels loaded in %.1f s", time.monotonic() - started)
 
 
 def app_from_env() -> FastAPI:

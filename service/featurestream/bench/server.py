@@ -114,7 +114,9 @@ def spawn_server(
     check_store(store)
     port = free_port()
     prefix = key_prefix or f"fsbench-{uuid.uuid4().hex[:10]}"
-    env = {**os.environ, "FEATURESTREAM_KEY_PREFIX": prefix}
+    # No kernel warm-up in the background: it would compete with the runs it measures
+    # (each instance-stream run warms the server itself, untimed, before its clock).
+    env = {**os.environ, "FEATURESTREAM_KEY_PREFIX": prefix, "FEATURESTREAM_WARM_KERNELS": "false"}
     # Settings read FEATURESTREAM_*: options given here must win over the caller's shell.
     for var in ("FEATURESTREAM_STORE_URL", "FEATURESTREAM_WORKERS", "FEATURESTREAM_API_KEYS_FILE"):
         env.pop(var, None)

@@ -172,8 +172,17 @@ def check_names(names: Sequence[str], *, field: str, max_length: int) -> None:
         raise InvalidInput(f"Feature name {dup!r} appears twice in the request.", field=field)
 
 
+def warm_kernels() -> None:
+    """Load the selectors' compiled kernels (OFS) for every kind of batch; see
+    :func:`featurestream.selectors.ofs.warm_kernels`."""
+    from featurestream.selectors.ofs import warm_kernels as warm_ofs
+
+    warm_ofs()
+
+
 __all__ = [
     "algorithms",
     "check_names",
     "supervised",
+    "warm_kernels",
 ]

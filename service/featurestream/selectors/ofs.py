@@ -378,4 +378,32 @@ def _selected_order(w: Vector) -> np.ndarray[Any, np.dtype[np.intp]]:
     return nz[np.argsort(-np.abs(w[nz]), kind="stable")]
 
 
-__all__ = ["OFS", "OFSParams", "OFSState", "truncate"]
+def warm_kernels() -> None:
+    """Load OFS's compiled kernels for every kind of batch a stream can receive.
+
+    Numba specialises a kernel per argument type, and a batch read straight off
+    a request or a WebSocket frame is a read-only array (a view of the bytes
+    received), which is a type of its own; loading each specialisation from the
+    on-disk cache (or compiling it, where there is none) takes a noticeable
+    fraction of a second. The server calls this in a background thread at
+    start-up, so that the first batches of its streams do not wait for it.
+    Learning on throw-away selectors changes nothing else.
+    """
+    import scipy.sparse
+
+    X = np.array([[1.0, 0.0, 2.0], [0.0, 3.0, -1.0]])
+    y = np.array([1.0, -1.0])
+    frozen = X.copy()
+    frozen.flags.writeable = False
+    csr = scipy.sparse.csr_matrix(X)
+    frozen_csr = scipy.sparse.csr_matrix(X)
+    for part in (frozen_csr.data, frozen_csr.indices, frozen_csr.indptr):
+        part.flags.writeable = False
+    for mode in ("full", "partial"):
+        for scale in ("none", "standard"):
+            params = OFSParams.from_mapping({"num_features": 2, "mode": mode, "scale": scale})
+            for batch in (X, frozen, csr, frozen_csr):
+                OFS.start(params, ["a", "b", "c"]).learn_instances(batch, y)
+
+
+__all__ = ["OFS", "OFSParams", "OFSState", "truncate", "warm_kernels"]

@@ -1,0 +1,80 @@
+"""A server loads OFS's compiled kernels at start-up, for read-only batches too.
+
+A batch read off a request or a WebSocket frame is a read-only view of the bytes
+received, a type numba specialises for separately; the warm-up covers it.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import numba
+import numpy as np
+
+from featurestream.selectors import _ofs_ops
+from featurestream.selectors.ofs import warm_kernels
+from tests.support import free_port
+
+
+def _has_readonly(dispatcher: object) -> bool:
+    return any(
+        isinstance(t, numba.types.Array) and not t.mutable
+        for sig in getattr(dispatcher, "signatures", ())
+        for t in sig
+    )
+
+
+def test_warm_kernels_loads_the_read_only_specialisations() -> None:
+    warm_kernels()
+    assert _has_readonly(_ofs_ops._standardise)
+    # Learning a read-only batch afterwards uses what was loaded: no new specialisation.
+    before = len(_ofs_ops._standardise.signatures)
+    X = np.ones((2, 3))
+    X.flags.writeable = False
+    from featurestream.selectors.ofs import OFS, OFSParams
+
+    OFS.start(OFSParams.from_mapping({"num_features": 2}), ["a", "b", "c"]).learn_instances(
+        X, np.array([1.0, -1.0])
+    )
+    assert len(_ofs_ops._standardise.signatures) == before
+
+
+def test_a_server_warms_its_kernels_in_the_background_and_serves_meanwhile() -> None:
+    port = free_port()
+    env = {**os.environ, "FEATURESTREAM_WARM_KERNELS": "true"}
+    cmd = [sys.executable, "-m", "featurestream", "serve", "--port", str(port)]
+    cmd += ["--store", "memory://", "--log-level", "info"]
+    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stderr is not None
+    reader = threading.Thread(target=lambda: [lines.put(ln) for ln in proc.stderr], daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    seen: list[str] = []
+    answered = False
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            seen.append(line)
+            if not answered and "serving on store" in line:
+                # Start-up does not wait for the kernels: the server answers at once.
+                r = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10)
+                answered = r.status_code == 200
+            if "compiled kernels loaded" in line:
+                break
+        assert answered, "".join(seen)
+        assert any("compiled kernels loaded" in ln for ln in seen), "".join(seen)
+    finally:
+        proc.kill()
+        proc.wait(10)
+        reader.join(10)
+        proc.stderr.close()
