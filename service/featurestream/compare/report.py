@@ -58,13 +58,13 @@ def _dataset(ds: DatasetResult, alpha: float) -> list[str]:
         )
         lines.append(
             f"    {'A':<{pw}}  {'B':<{pw}}  {'A - B':>7}  {'t':>6}  {'p(t)':>6}  "
-            f"{'F':>6}  {'p(F)':>6}  verdict"
+            f"{'F':>7}  {'p(F)':>6}  verdict"
         )
         for p in ds.pairs:
             verdict = {"a": f"{p.a} better", "b": f"{p.b} better", "=": "no difference shown"}
             lines.append(
                 f"    {p.a:<{pw}}  {p.b:<{pw}}  {p.difference:+7.3f}  {_stat(p.t.statistic):>6}  "
-                f"{_p(p.t.p_value):>6}  {_stat(p.f.statistic):>6}  {_p(p.f.p_value):>6}  "
+                f"{_p(p.t.p_value):>6}  {_stat(p.f.statistic):>7}  {_p(p.f.p_value):>6}  "
                 f"{verdict[p.verdict]}"
             )
     return lines

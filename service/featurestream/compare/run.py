@@ -307,7 +307,7 @@ class _Replayer:
                     break
             seconds = time.perf_counter() - t0
             selected = tuple(stream.selected().names)
-            seen = int(stream.refresh().n_features or 0) if stopped else d
+            seen = int(stream.status().get("features_seen", 0)) if stopped else d
         finally:
             stream.delete()
         return selected, seconds, seen, stopped

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape, quoteattr
 
+from featurestream.compare.run import ALL_FEATURES
+
 if TYPE_CHECKING:
     from featurestream.compare.run import Comparison, DatasetResult, Ranking
 
@@ -156,18 +158,24 @@ def _panel(
         v = ylo + (yhi - ylo) * i / 4
         body.append(_line(x0 - 4, py(v), x0, py(v)))
         body.append(_text(x0 - 6, py(v) + 4, f"{v:.3f}", "end"))
+    # Methods at the same number of features stand side by side instead of on top of each other.
+    dodge: dict[float, list[str]] = {}
+    for m in live:
+        dodge.setdefault(round(px(m.n_features)), []).append(m.name)
     for m in live:
         c = colours[m.name]
-        cx, cy = px(m.n_features), py(m.score_mean)
+        same = dodge[round(px(m.n_features))]
+        shift = 8.0 * (same.index(m.name) - (len(same) - 1) / 2)
+        cx, cy = px(m.n_features) + shift, py(m.score_mean)
         body.append(
             _line(cx, py(m.score_mean - m.score_std), cx, py(m.score_mean + m.score_std), 1.5, c)
         )
         shape = (
             f'<rect x="{cx - 5:.1f}" y="{cy - 5:.1f}" width="10" height="10" fill={quoteattr(c)}>'
-            if m.name == "all_features"
+            if m.name == ALL_FEATURES
             else f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="5" fill={quoteattr(c)}>'
         )
-        end = "</rect>" if m.name == "all_features" else "</circle>"
+        end = "</rect>" if m.name == ALL_FEATURES else "</circle>"
         body.append(
             f"{shape}<title>{escape(m.name)}: {m.score_mean:.3f} +- {m.score_std:.3f}, "
             f"{m.n_features:g} features</title>{end}"
@@ -197,7 +205,15 @@ def score_panels(c: Comparison) -> str:
     for i, n in enumerate(names):
         lx = 30 + (i % 4) * (width - 40) / 4
         y = ly + 20 * (i // 4)
-        body.append(f'<circle cx="{lx:.1f}" cy="{y - 4:.1f}" r="5" fill={quoteattr(colours[n])}/>')
+        if n == ALL_FEATURES:
+            body.append(
+                f'<rect x="{lx - 5:.1f}" y="{y - 9:.1f}" width="10" height="10" '
+                f"fill={quoteattr(colours[n])}/>"
+            )
+        else:
+            body.append(
+                f'<circle cx="{lx:.1f}" cy="{y - 4:.1f}" r="5" fill={quoteattr(colours[n])}/>'
+            )
         body.append(_text(lx + 10, y, n))
     title = f"Score ({c.model}, 5x2cv) against selected features"
     return _svg(width, height, body, title)
