@@ -134,12 +134,14 @@ def _panel(
     ylo, yhi = min(lows), max(highs)
     pad = max((yhi - ylo) * 0.1, 0.01)
     ylo, yhi = ylo - pad, yhi + pad
+    if ds.score_name == "accuracy":
+        ylo, yhi = max(ylo, 0.0), min(yhi, 1.0)
 
     def px(n: float) -> float:
         return x0 + math.log10(n + 1) / xmax * w
 
     def py(v: float) -> float:
-        return y0 + h - (v - ylo) / (yhi - ylo) * h
+        return y0 + h - (min(max(v, ylo), yhi) - ylo) / (yhi - ylo) * h
 
     body = [
         f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{w:.1f}" height="{h:.1f}" '
@@ -149,9 +151,11 @@ def _panel(
         f'<text x="{x0 - 42:.1f}" y="{y0 + h / 2:.1f}" text-anchor="middle" '
         f'transform="rotate(-90 {x0 - 42:.1f} {y0 + h / 2:.1f})">{escape(ds.score_name)}</text>',
     ]
-    for n in (0, 1, 3, 10, 30, 100, 300, 1000, 3000, 10000):
-        if n > top_n * 1.08:
-            break
+    ticks = [n for n in (0, 1, 3, 10, 30, 100, 300, 1000, 3000, 10000) if n <= top_n]
+    # The width of the data set (all features) too, unless a tick stands close to it.
+    if all(abs(px(n) - px(ds.n_features)) > 24 for n in ticks):
+        ticks.append(ds.n_features)
+    for n in ticks:
         body.append(_line(px(n), y0 + h, px(n), y0 + h + 4))
         body.append(_text(px(n), y0 + h + 16, str(n), "middle"))
     for i in range(5):
