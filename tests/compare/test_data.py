@@ -91,3 +91,18 @@ def test_files_need_a_target_and_are_read_as_replay_reads_them(tmp_path: Path) -
         load(str(path), target="nope")
     with pytest.raises(InvalidInput, match="neither a built-in data set"):
         load(str(tmp_path / "missing.csv"), target="label")
+
+
+def test_the_command_line_parser_does_not_import_scikit_learn() -> None:
+    """Every ``featurestream`` command builds the parser that lists ``compare``."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from featurestream._entry import build_parser\n"
+        "build_parser().parse_args(['compare', 'wine'])\n"
+        "print(sorted(m for m in ('sklearn', 'scipy') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from featurestream.compare.run import Comparison, DatasetResult, MethodResult
+from featurestream.compare.results import ComparisonData as Comparison
+from featurestream.compare.results import DatasetResult, MethodResult
 
 __all__ = ["render_table", "to_dict"]
 

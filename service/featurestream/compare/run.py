@@ -33,23 +33,31 @@ Cases that do not crash the comparison:
 
 from __future__ import annotations
 
-import math
+import json
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from featurestream.compare.data import Dataset, load
+from featurestream.compare.report import render_table, to_dict
+from featurestream.compare.results import (
+    ALL_FEATURES,
+    ComparisonData,
+    DatasetResult,
+    MethodResult,
+    PairTest,
+    Ranking,
+    Run,
+)
+from featurestream.compare.svg import write_plots
 from featurestream.errors import InvalidInput, InvalidParameter
 from featurestream.evaluation.compare import (
-    FriedmanResult,
-    NemenyiResult,
-    SignificanceResult,
     cd_groups,
     combined_5x2cv_f_test,
     friedman,
@@ -61,8 +69,6 @@ from featurestream.evaluation.stability import nogueira
 
 FloatArray = npt.NDArray[np.float64]
 
-#: The name of the method that keeps every column.
-ALL_FEATURES = "all_features"
 #: The most calls one stream's columns are split into (``budget`` is checked between them).
 CALLS = 50
 DEFAULT_BUDGET = 60.0
@@ -81,141 +87,23 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class Run:
-    """One stream: an algorithm on one column order of a data set.
-
-    ``order`` is 0 for the data set's own order, 1..N for the shuffled ones;
-    ``columns_seen`` is less than the data set's width when ``stopped`` says why.
-    """
-
-    order: int
-    selected: tuple[str, ...]
-    seconds: float
-    columns_seen: int
-    stopped: str | None
-    scores: tuple[tuple[float, float], ...]
-
-    @property
-    def score(self) -> float:
-        return float(np.mean(self.scores))
-
-
-@dataclass
-class MethodResult:
-    """A selector (or all features) on one data set.
-
-    ``fold_scores`` is the 5 x 2 matrix of the tests: score on fold j of
-    repetition i, averaged over the runs (column orders). ``score_std`` is the
-    sample standard deviation of every run's fold scores. ``stability`` is
-    Nogueira's Phi over the runs' selections (None with a single run).
-    """
-
-    name: str
-    applicable: bool = True
-    reason: str | None = None
-    runs: list[Run] = field(default_factory=list)
-    fold_scores: tuple[tuple[float, float], ...] = ()
-    score_mean: float = math.nan
-    score_std: float = math.nan
-    n_features: float = math.nan
-    n_features_range: tuple[int, int] = (0, 0)
-    seconds: float | None = None
-    stability: float | None = None
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class PairTest:
-    """Both 5x2cv tests of method ``a`` against method ``b`` on one data set.
-
-    ``difference`` is the mean over the 10 folds of score(a) - score(b).
-    ``verdict`` reads the combined F test at level ``alpha``: ``"a"`` or ``"b"``
-    (the better one, by the sign of ``difference``) when p < alpha, else ``"="``.
-    """
-
-    a: str
-    b: str
-    difference: float
-    t: SignificanceResult
-    f: SignificanceResult
-    verdict: str
-
-
-@dataclass
-class DatasetResult:
-    """Everything measured on one data set."""
-
-    name: str
-    description: str
-    source: str
-    task: str
-    score_name: str
-    n_instances: int
-    n_features: int
-    planted: tuple[str, ...]
-    methods: list[MethodResult]
-    pairs: list[PairTest]
-
-    def method(self, name: str) -> MethodResult:
-        return next(m for m in self.methods if m.name == name)
-
-
-@dataclass(frozen=True)
-class Ranking:
-    """The Friedman test and the Nemenyi post-hoc over the data sets.
-
-    ``methods`` are those scored on every data set, in the order of
-    ``friedman.average_ranks``; ``excluded`` maps the others to why.
-    """
-
-    methods: tuple[str, ...]
-    datasets: tuple[str, ...]
-    scores: tuple[tuple[float, ...], ...]
-    friedman: FriedmanResult
-    nemenyi: NemenyiResult
-    groups: tuple[tuple[int, ...], ...]
-
-
-@dataclass
-class Comparison:
+class Comparison(ComparisonData):
     """The result of :func:`compare`: per data set, and over data sets.
 
     ``table()`` renders it as text, ``to_dict()`` / ``to_json()`` as JSON and
     ``write_plots(directory)`` writes the SVG plots.
     """
 
-    algorithms: tuple[str, ...]
-    model: str
-    shuffles: int
-    seed: int
-    alpha: float
-    budget: float | None
-    datasets: list[DatasetResult]
-    ranking: Ranking | None
-    ranking_note: str | None
-    excluded: dict[str, str]
-    seconds: float
-    server: str
-
     def table(self) -> str:
-        from featurestream.compare.report import render_table
-
         return render_table(self)
 
     def to_dict(self) -> dict[str, Any]:
-        from featurestream.compare.report import to_dict
-
         return to_dict(self)
 
     def to_json(self, indent: int | None = 2) -> str:
-        import json
-
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
     def write_plots(self, directory: str) -> list[str]:
-        from featurestream.compare.svg import write_plots
-
         return write_plots(self, directory)
 
 

@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape, quoteattr
 
-from featurestream.compare.run import ALL_FEATURES
-
-if TYPE_CHECKING:
-    from featurestream.compare.run import Comparison, DatasetResult, Ranking
+from featurestream.compare.results import ALL_FEATURES, DatasetResult, Ranking
+from featurestream.compare.results import ComparisonData as Comparison
 
 __all__ = ["cd_diagram", "score_panels", "write_plots"]
 
