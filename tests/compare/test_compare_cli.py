@@ -231,21 +231,43 @@ def test_compare_shuffles_give_every_algorithm_the_same_orders(
     assert saola.score_std == pytest.approx(per_run.reshape(-1).std(ddof=1), rel=1e-12)
 
 
-def test_compare_command_errors(serve: ServeProcess, tmp_path: Path) -> None:
-    bad = run_cli("no_such_set", "--url", serve.url)
-    assert bad.returncode == 2
-    assert "neither a built-in data set" in bad.stderr
-    bad = run_cli("wine", "--algorithms", "saola,nope", "--url", serve.url)
-    assert bad.returncode == 2 and "Unknown algorithm 'nope'" in bad.stderr
-    bad = run_cli("wine", "--algorithms", "ofs", "--url", serve.url)
-    assert bad.returncode == 2 and "not a supervised feature-stream algorithm" in bad.stderr
-    bad = run_cli("wine", "--model", "forest", "--url", serve.url)
-    assert bad.returncode == 2 and "'model' parameter" in bad.stderr
-    bad = run_cli("wine", "--param", "saola", "--url", serve.url)
-    assert bad.returncode == 2 and "expected ALG.KEY=VALUE" in bad.stderr
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["no_such_set"], "neither a built-in data set"),
+        (["wine", "--algorithms", "saola,nope"], "Unknown algorithm 'nope'"),
+        (["wine", "--algorithms", "ofs"], "not a supervised feature-stream algorithm"),
+        (["wine", "--model", "forest"], "'model' parameter"),
+        (["wine", "--param", "saola"], "expected ALG.KEY=VALUE"),
+        (["wine", "--shuffles", "-1"], "'shuffles' parameter"),
+        (["wine", "--budget", "-5"], "'budget' parameter"),
+        (["SMALL"], "--target"),
+    ],
+)
+def test_compare_command_errors(
+    serve: ServeProcess,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    message: str,
+) -> None:
+    from featurestream._entry import main
+
     small_csv(tmp_path / "small.csv")
-    bad = run_cli(str(tmp_path / "small.csv"), "--url", serve.url)
-    assert bad.returncode == 2 and "--target" in bad.stderr
+    argv = [str(tmp_path / "small.csv") if a == "SMALL" else a for a in args]
+    assert main(["compare", *argv, "--url", serve.url, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("featurestream compare: ") and message in err
+
+
+def test_compare_without_a_server_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    from featurestream._entry import main
+    from tests.support import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    assert main(["compare", "wine", "--url", url, "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("featurestream compare: ") and "127.0.0.1" in err
 
 
 def test_compare_starts_its_own_server(tmp_path: Path) -> None:

@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"featurestream compare: {exc}", file=sys.stderr)
         return 2
     except ClientError as exc:
-        print(f"featurestream compare: the server answered: {exc}", file=sys.stderr)
+        print(f"featurestream compare: {exc}", file=sys.stderr)
         return 1
     if args.json == "-":
         print(result.to_json())
