@@ -1,6 +1,6 @@
 """Entry point of the ``featurestream`` command (and ``python -m featurestream``).
 
-One command for both packages: the server's ``serve`` and ``bench``
+One command for both packages: the server's ``serve``, ``bench`` and ``compare``
 (:mod:`featurestream.cli`) and the client's ``replay``, ``selected``,
 ``events``, ``streams`` and ``status`` (``featurestream_client.cli``), in one
 parser, so that ``--help`` lists them all and each runs as its own package says.

@@ -1,6 +1,7 @@
-"""The server's commands of the ``featurestream`` command line: ``serve`` and ``bench``.
+"""The server's commands of the ``featurestream`` command line: ``serve``, ``bench``, ``compare``.
 
-``serve`` runs the server and ``bench`` measures it. The client commands
+``serve`` runs the server, ``bench`` measures it and ``compare`` judges
+feature-stream selectors on data sets through it (:mod:`featurestream.compare`). The client commands
 (``replay``, ``selected``, ``events``, ``streams``, ``status``) belong to the
 client package; the entry point (:mod:`featurestream._entry`) adds them to
 this parser, so that one ``featurestream`` command offers all.
@@ -72,9 +73,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def build_parser(*more_commands: Callable[[Any], None]) -> argparse.ArgumentParser:
-    """The parser of ``serve`` and ``bench``, and of the commands each of ``more_commands`` adds.
+    """The parser of ``serve``, ``bench``, ``compare`` and the commands ``more_commands`` add.
 
-    Each of ``more_commands`` is called with the subparsers, after ``bench``.
+    Each of ``more_commands`` is called with the subparsers, after ``compare``.
     """
     parser = argparse.ArgumentParser(
         prog="featurestream", description="Streaming feature selection service."
@@ -100,6 +101,10 @@ def build_parser(*more_commands: Callable[[Any], None]) -> argparse.ArgumentPars
     serve.set_defaults(func=_serve)
     # Listed for --help; its own parser (featurestream.bench) reads its options.
     sub.add_parser("bench", help="Benchmark a selector in process and through the service.")
+    # Its options are parsed here; the heavy imports wait until it runs.
+    from featurestream.compare.command import add_parser as add_compare
+
+    add_compare(sub)
     for add_commands in more_commands:
         add_commands(sub)
     return parser

@@ -49,6 +49,7 @@ __all__ = [
     "FriedmanResult",
     "NemenyiResult",
     "SignificanceResult",
+    "cd_groups",
     "combined_5x2cv_f_test",
     "friedman",
     "nemenyi",
@@ -341,3 +342,52 @@ def nemenyi(average_ranks: Sequence[float], n_datasets: int, alpha: float = 0.05
         if abs(average_ranks[i] - average_ranks[j]) >= cd
     )
     return NemenyiResult(q_alpha=q, critical_difference=cd, different=different)
+
+
+def cd_groups(
+    average_ranks: Sequence[float], critical_difference: float
+) -> tuple[tuple[int, ...], ...]:
+    """The groups of methods a critical-difference diagram joins by a bar.
+
+    A group is a maximal run of methods, in order of average rank, whose
+    highest and lowest ranks differ by less than the critical difference: no
+    two of its members differ significantly (Nemenyi). Groups of one method are
+    left out (nothing to join); a group inside another is left out too.
+
+    Parameters
+    ----------
+    average_ranks
+        The k average ranks.
+    critical_difference
+        CD, as ``nemenyi`` computes it.
+
+    Returns
+    -------
+    tuple of tuple of int
+        Method indices of each group, ordered by rank (ties by index), groups in
+        order of their best member.
+
+    Examples
+    --------
+    Ranks 1.0, 1.5, 2.4, 2.8 with CD = 1.5: methods 0 and 3 differ (1.8 >= 1.5),
+    so two overlapping groups; {2, 3} alone is inside {1, 2, 3}.
+
+    >>> cd_groups([1.0, 1.5, 2.4, 2.8], 1.5)
+    ((0, 1, 2), (1, 2, 3))
+    >>> cd_groups([1.0, 3.0], 1.0)
+    ()
+    """
+    order = sorted(range(len(average_ranks)), key=lambda i: (average_ranks[i], i))
+    groups: list[tuple[int, ...]] = []
+    last_end = -1
+    for start in range(len(order)):
+        end = start
+        while (
+            end + 1 < len(order)
+            and average_ranks[order[end + 1]] - average_ranks[order[start]] < critical_difference
+        ):
+            end += 1
+        if end > start and end > last_end:
+            groups.append(tuple(order[start : end + 1]))
+            last_end = end
+    return tuple(groups)

@@ -10,6 +10,7 @@ from scipy import stats
 
 from featurestream.errors import InvalidInput, InvalidParameter
 from featurestream.evaluation.compare import (
+    cd_groups,
     combined_5x2cv_f_test,
     friedman,
     nemenyi,
@@ -171,3 +172,39 @@ def test_nemenyi_from_friedman_ranks() -> None:
     fr = friedman(scores)
     r = nemenyi(fr.average_ranks, fr.n_datasets)
     assert r.different == ((0, 2),)
+
+
+def test_cd_groups_by_hand() -> None:
+    # Sorted ranks 1.0, 1.5, 2.4, 2.8 (given out of order), CD = 1.5.
+    # From 1.0: 1.5 and 2.4 are within 1.5, 2.8 is not (1.8) -> {a, b, c}.
+    # From 1.5: 2.4 and 2.8 within (1.3) -> {b, c, d}. From 2.4: {c, d} is inside it.
+    ranks = [2.4, 1.0, 2.8, 1.5]  # c, a, d, b
+    assert cd_groups(ranks, 1.5) == ((1, 3, 0), (3, 0, 2))
+
+
+def test_cd_groups_gap_equal_to_cd_is_a_difference() -> None:
+    # nemenyi calls a gap >= CD significant, so a gap of exactly CD splits the groups.
+    assert cd_groups([1.0, 2.0, 3.0], 1.0) == ()
+    assert cd_groups([1.0, 2.0, 3.0], 1.0 + 1e-9) == ((0, 1), (1, 2))
+    assert cd_groups([1.0, 2.0, 3.0], 2.5) == ((0, 1, 2),)
+
+
+def test_cd_groups_with_tied_ranks_and_no_overlap() -> None:
+    # Two tied pairs far apart: two separate groups, ties ordered by index.
+    assert cd_groups([3.5, 1.5, 1.5, 3.5], 1.0) == ((1, 2), (0, 3))
+
+
+def test_cd_groups_agree_with_nemenyi() -> None:
+    # No pair inside a group differs significantly; every significant pair is split.
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        ranks = list(rng.uniform(1, 6, size=6))
+        r = nemenyi(ranks, 8)
+        groups = cd_groups(ranks, r.critical_difference)
+        joined = {(min(i, j), max(i, j)) for g in groups for i in g for j in g if i != j}
+        assert joined.isdisjoint(r.different)
+        # Every non-significant pair of distinct methods shares a group.
+        for i in range(6):
+            for j in range(i + 1, 6):
+                if (i, j) not in r.different:
+                    assert (i, j) in joined
