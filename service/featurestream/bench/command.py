@@ -201,6 +201,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from featurestream.bench import ofs_kernel
 
         return ofs_kernel.main(args_in[1:])
+    if args_in[:1] == ["fires-kernel"]:
+        from featurestream.bench import fires_kernel
+
+        return fires_kernel.main(args_in[1:])
     scaling_cmd = args_in[:1] == ["scaling"]
     latency_cmd = args_in[:1] == ["latency"]
     parser = build_parser()
