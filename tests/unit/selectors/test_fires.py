@@ -15,7 +15,7 @@ from featurestream.selectors import REGISTRY
 from featurestream.selectors.fires import FIRES, FIRESParams
 from featurestream.stats.fires import fires_update, fires_weights
 from featurestream.stats.scaling import standardise_running
-from tests.data.make_fires_expected import make_stream
+from tests.data.make_fires_expected import make_multiclass_stream, make_stream
 from tests.unit.selectors.common import blob
 
 EXPECTED = Path(__file__).parents[2] / "data" / "fires_expected.json"
@@ -227,6 +227,39 @@ def test_conformance_vector_through_the_selector() -> None:
         again.state, classes=sel.state.classes, first_label=sel.state.first_label
     )
     assert codec.encode(again.name, again.params.to_dict(), same) == blob(sel)
+
+
+@pytest.mark.parametrize("relabel", [False, True])
+def test_multiclass_conformance_vector_through_the_selector(relabel: bool) -> None:
+    # Three string classes, one-vs-rest (tests/data/make_fires_expected.py, computed
+    # by an independent transcription of the rules). Relabelled (other strings, in
+    # another sorted order) the weights and the selection must be the same.
+    document = json.loads(EXPECTED.read_text())["multiclass"]
+    params, expected = document["params"], document["expected"]
+    d = params["d"]
+    rename = {"avocet": "zz", "heron": "aa", "tern": "mm"} if relabel else {}
+    sel = FIRES.start(FIRESParams.from_mapping(params["fires"]), [f"x{j}" for j in range(d)])
+    for X, labels in make_multiclass_stream(params):
+        sel.learn_instances(X, [rename.get(label, label) for label in labels])
+    assert sel.status()["target_type"] == "multiclass"
+    assert sel.status()["batches_seen"] == params["batches"]
+    classes = [rename.get(c, c) for c in expected["classes"]]
+    assert list(sel.state.classes) == sorted(classes)
+    # The model of each class, whatever its position in the sorted labels.
+    for i, name in enumerate(classes):
+        row = sorted(classes).index(name)
+        np.testing.assert_allclose(sel.state.mu[row], expected["mu"][i], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(
+            sel.state.sigma[row], expected["sigma"][i], rtol=1e-9, atol=1e-12
+        )
+    np.testing.assert_allclose(sel.weights(), expected["weights"], rtol=1e-9, atol=1e-12)
+    assert sel.selected() == tuple(f"x{j}" for j in expected["top"])
+    np.testing.assert_allclose(
+        [f.score for f in sel.selected_features()],
+        [expected["weights"][j] for j in expected["top"]],
+        rtol=1e-9,
+        atol=1e-12,
+    )
 
 
 def test_sparse_batches_equal_their_dense_form() -> None:

@@ -19,7 +19,7 @@ from featurestream.stats.fires import (
     inverse_mills,
     top_m,
 )
-from tests.data.make_fires_expected import compute, make_stream
+from tests.data.make_fires_expected import make_multiclass_stream, make_stream
 
 EXPECTED = Path(__file__).parents[2] / "data" / "fires_expected.json"
 
@@ -172,16 +172,42 @@ def test_one_vs_rest_is_per_class_binary_and_max_of_weights() -> None:
 
 
 def test_conformance_vector() -> None:
+    # tests/data/make_fires_expected.py: computed by an independent transcription
+    # of the rules, checked here against the numerical core.
     document = json.loads(EXPECTED.read_text())
-    got = compute(document["params"])
-    expected = document["expected"]
-    np.testing.assert_allclose(got["weights"], expected["weights"], rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(got["mu"], expected["mu"], rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(got["sigma"], expected["sigma"], rtol=1e-9, atol=1e-12)
-    assert got["top"] == expected["top"]
+    params, expected = document["params"], document["expected"]
+    f = params["fires"]
+    d = params["d"]
+    mu, sigma = np.full(d, f["mu_init"]), np.full(d, f["sigma_init"])
+    for X, y in make_stream(params):
+        mu, sigma = fires_update(mu, sigma, X, y, lr_mu=f["lr_mu"], lr_sigma=f["lr_sigma"])
+    weights = fires_weights(mu, sigma, penalty_s=f["penalty_s"], penalty_r=f["penalty_r"])
+    np.testing.assert_allclose(mu, expected["mu"], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(sigma, expected["sigma"], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(weights, expected["weights"], rtol=1e-9, atol=1e-12)
+    assert top_m(weights, f["num_features"]).tolist() == expected["top"]
     # The five informative features of the generated stream come first.
-    assert set(got["top"][:5]) == {3, 7, 11, 15, 19}
-    assert len(make_stream(document["params"])) == document["params"]["batches"]
+    assert set(expected["top"][:5]) == {3, 7, 11, 15, 19}
+    assert len(make_stream(params)) == params["batches"]
+
+
+def test_multiclass_conformance_vector() -> None:
+    document = json.loads(EXPECTED.read_text())["multiclass"]
+    params, expected = document["params"], document["expected"]
+    f = params["fires"]
+    k, d = len(expected["classes"]), params["d"]
+    mu, sigma = np.full((k, d), f["mu_init"]), np.full((k, d), f["sigma_init"])
+    code = {name: i for i, name in enumerate(expected["classes"])}
+    for X, labels in make_multiclass_stream(params):
+        codes = np.array([code[label] for label in labels])
+        mu, sigma = fires_update_ovr(mu, sigma, X, codes, lr_mu=f["lr_mu"], lr_sigma=f["lr_sigma"])
+    np.testing.assert_allclose(mu, expected["mu"], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(sigma, expected["sigma"], rtol=1e-9, atol=1e-12)
+    weights = fires_weights(mu, sigma)
+    np.testing.assert_allclose(weights, expected["weights"], rtol=1e-9, atol=1e-12)
+    assert top_m(weights, f["num_features"]).tolist() == expected["top"]
+    # The shifted features of the three classes lead.
+    assert set(expected["top"][:5]) == {2, 5, 9, 14, 17}
 
 
 def _sparse_batch(rng: np.random.Generator, n: int, d: int, density: float) -> np.ndarray:
