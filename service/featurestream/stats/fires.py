@@ -14,13 +14,19 @@ Weights: w = (mu^2 - penalty_s sigma^2) / (2 penalty_r), min-max scaled to
 [0, 1] when ``scale_weights`` (all equal -> all 0). Selected: the m largest
 weights in descending order, ties to the lower index.
 
-Multi-class targets (docs/algorithms/fires.md, "The choices made") are one-vs-rest: K (mu, sigma)
+Multi-class targets (docs/algorithms/fires.md, "Class targets") are one-vs-rest: K (mu, sigma)
 pairs stacked as (K, d) arrays, class k updated with y = +1 for its instances
-and -1 for the others (:func:`fires_update_ovr`, which calls :func:`fires_update`
-once per class), and a feature's weight the largest of its K per-class weights
+and -1 for the others (:func:`fires_update_ovr`, which prepares the batch once and updates each
+class as :func:`fires_update` would), and a feature's weight the largest of its K per-class weights
 (:func:`fires_weights` on the stacked arrays). Each per-class weight is
 computed, min-max scaling included, exactly as for a binary stream, so the
 result does not depend on how the classes are coded.
+
+The penalties enter only the weights: a feature that is 0 in every row of a
+batch gets a gradient of exactly 0 and keeps its mu and sigma. A wide batch
+with few non-zeros is therefore computed sparse, over its non-zeros
+(:func:`batch_form` decides from the values alone, so a scipy.sparse batch
+and its dense form give the same bits).
 
 Every function returns new arrays and leaves its inputs alone. The mean over a
 batch does not depend on the order of its rows, so no shuffling is done and the
