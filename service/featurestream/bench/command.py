@@ -55,6 +55,12 @@ frames, or with --ingest features SAOLA columns of a dorothea-like set) by
 --writer raw, sdk, json or websockets; prints the read latency percentiles
 (measured from each read's scheduled time) and the write rate.
 
+In-process kernels: `featurestream bench ofs-kernel` times OFS beside a plain
+per-instance numpy loop of its update; `featurestream bench fires-kernel`
+times FIRES (and its core update) beside a plain numpy transcription of its
+batch update, and checks that both end on the same weights and top m. Each
+takes --help.
+
 Without --dataset, --quick or --scaling: the original single-run modes
 (--mode features|instances, --columns, --rows, --repeat, ...).
 """
