@@ -295,6 +295,25 @@ def test_sparse_stream_equals_its_dense_form_at_high_dimension(scale: str) -> No
     assert a.selected_features() == b.selected_features()
 
 
+def test_sparse_multiclass_stream_equals_its_dense_form() -> None:
+    # One-vs-rest over a batch computed sparse: every class's model as from the dense form.
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(18)
+    n, d = 200, 4500
+    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < 0.01)
+    codes = rng.integers(0, 3, size=n)
+    X[np.arange(n), 7 + codes] += 2.0  # class k lights up feature 7 + k
+    labels = [("lo", "mid", "hi")[k] for k in codes]
+    a, b = start(d, num_features=5, scale="none"), start(d, num_features=5, scale="none")
+    for lo in range(0, n, 100):
+        a.learn_instances(X[lo : lo + 100], labels[lo : lo + 100])
+        b.learn_instances(sp.csr_matrix(X[lo : lo + 100]), labels[lo : lo + 100])
+    assert a.state.mu.shape == (3, d)
+    assert blob(a) == blob(b)
+    assert set(a.selected()[:3]) == {"f7", "f8", "f9"}
+
+
 def test_sparse_stream_agrees_with_a_plain_dense_transcription() -> None:
     # The sparse computation against the plain numpy transcription of the bench
     # (dense, the reference's layout): same mu, sigma and weights to rounding, same top m.
