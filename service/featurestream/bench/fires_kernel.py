@@ -238,7 +238,7 @@ def table(timings: Sequence[Timing], checks: Sequence[Agreement], n: int, batch:
     for c in checks:
         lines.append(
             f"d = {c.d}: FIRES against the transcription, max relative difference "
-            f"mu {c.max_rel_mu:.1e}, sigma {c.max_rel_sigma:.1e}, weights "
+            f"mu {c.max_rel_mu:.1e}, sigma {c.max_rel_sigma:.1e}, raw weights "
             f"{c.max_rel_weights:.1e}; top m {'equal' if c.same_top else 'DIFFERENT'}: "
             f"{'agree' if c.holds else 'DISAGREE'} (within {RTOL:g})"
         )
