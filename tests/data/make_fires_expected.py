@@ -1,15 +1,28 @@
-"""Regenerate ``tests/data/fires_expected.json``, the FIRES conformance vector.
+"""Regenerate ``tests/data/fires_expected.json``, the FIRES conformance vectors.
 
-The vector is our own: a seeded binary stream (d = 20 features, 10 batches of
-100 instances; y = sign(X beta + noise) with five informative features of
-decreasing strength), run through :func:`featurestream.stats.fires.fires_update`
-with the default FIRES parameters and ``scale: "none"``, then
-:func:`fires_weights` and :func:`top_m`. The JSON holds the parameters, the
-final weights, mu and sigma, and the top 10.
+The vectors are our own, computed by the transcription below of the rules in
+docs/algorithms/fires.md ("Exact rules", and "Class targets" for one-vs-rest)
+and docs/algorithms.md ("Targets"). It is written from those rules alone: it
+imports nothing of ``featurestream``, and goes one instance at a time, summing
+each batch's gradient over its instances in a plain loop, with
+``scipy.stats.norm`` for the densities.
 
-``tests/unit/stats/test_fires.py`` rebuilds the stream from the stored
-parameters and compares. Regenerate only after a deliberate change of the
-update (and say so in the commit), from the repository root::
+* ``params`` / ``expected``: a seeded binary stream (d = 20 features, 10
+  batches of 100; y = sign(X beta + noise) with five informative features of
+  decreasing strength, labels in {-1, +1}).
+* ``multiclass``: a seeded stream of three string classes (d = 20, 12 batches
+  of 100): each class shifts the mean of its own features; every batch holds
+  every class. One model per class in sorted order of the labels, each learning
+  its class (+1) against the rest (-1); a feature's weight is the largest of
+  its three per-class weights, each min-max scaled as a binary stream's.
+
+Both use the default FIRES parameters with ``scale: "none"``; each stores its
+parameters, the final mu and sigma (one row per class for the multi-class
+one), the weights and the top ``num_features``.
+``tests/unit/stats/test_fires.py`` and ``tests/unit/selectors/test_fires.py``
+rebuild the streams from the stored parameters and check the project against
+the stored values. Regenerate only after a deliberate change of the rules
+(and say so in the commit), from the repository root::
 
     python -m tests.data.make_fires_expected
 """
@@ -21,10 +34,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from featurestream.stats.fires import fires_update, fires_weights, top_m
+from scipy.stats import norm
 
 OUTPUT = Path(__file__).with_name("fires_expected.json")
+
+FIRES_DEFAULTS: dict[str, Any] = {
+    "num_features": 10,
+    "mu_init": 0.0,
+    "sigma_init": 1.0,
+    "penalty_s": 0.01,
+    "penalty_r": 0.01,
+    "lr_mu": 0.01,
+    "lr_sigma": 0.01,
+    "epochs": 1,
+    "scale_weights": True,
+    "scale": "none",
+}
 
 PARAMS: dict[str, Any] = {
     "seed": 20140,
@@ -34,23 +59,28 @@ PARAMS: dict[str, Any] = {
     # beta: the true coefficients of the informative features (index -> value).
     "beta": {"3": 2.0, "7": -1.5, "11": 1.0, "15": -0.75, "19": 0.5},
     "label_noise_sd": 0.5,
-    "fires": {
-        "num_features": 10,
-        "mu_init": 0.0,
-        "sigma_init": 1.0,
-        "penalty_s": 0.01,
-        "penalty_r": 0.01,
-        "lr_mu": 0.01,
-        "lr_sigma": 0.01,
-        "epochs": 1,
-        "scale_weights": True,
-        "scale": "none",
+    "fires": FIRES_DEFAULTS,
+}
+
+MULTICLASS_PARAMS: dict[str, Any] = {
+    "seed": 20200,
+    "d": 20,
+    "batches": 12,
+    "batch_size": 100,
+    # The classes in the order they are drawn (not their sorted order), each with
+    # the shift of the mean of its features (feature index -> shift).
+    "classes": ["tern", "heron", "avocet"],
+    "shifts": {
+        "tern": {"2": 1.5, "14": -1.0},
+        "heron": {"5": -1.25, "9": 0.75},
+        "avocet": {"17": 1.0, "2": -0.5},
     },
+    "fires": FIRES_DEFAULTS,
 }
 
 
 def make_stream(params: dict[str, Any]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The batches (X_b, y_b) of the stream, y in {-1, +1}."""
+    """The batches (X_b, y_b) of the binary stream, y in {-1, +1}."""
     rng = np.random.default_rng(params["seed"])
     d = params["d"]
     beta = np.zeros(d)
@@ -65,33 +95,107 @@ def make_stream(params: dict[str, Any]) -> list[tuple[np.ndarray, np.ndarray]]:
     return batches
 
 
+def make_multiclass_stream(params: dict[str, Any]) -> list[tuple[np.ndarray, list[str]]]:
+    """The batches (X_b, labels_b) of the multi-class stream; labels are the class strings."""
+    rng = np.random.default_rng(params["seed"])
+    d, size = params["d"], params["batch_size"]
+    classes = params["classes"]
+    shift = np.zeros((len(classes), d))
+    for k, name in enumerate(classes):
+        for index, value in params["shifts"][name].items():
+            shift[k, int(index)] = value
+    batches = []
+    for _ in range(params["batches"]):
+        # Every class in every batch: a cycle through the classes, then shuffled.
+        drawn = rng.permutation(np.arange(size) % len(classes))
+        X = rng.normal(size=(size, d)) + shift[drawn]
+        batches.append((X, [classes[k] for k in drawn]))
+    return batches
+
+
+def _batch_step(
+    mu: np.ndarray, sigma: np.ndarray, X: np.ndarray, y: np.ndarray, f: dict[str, Any]
+) -> tuple[np.ndarray, np.ndarray]:
+    """One batch, ``epochs`` times: steps 1-3 of the rules, instance after instance."""
+    n = X.shape[0]
+    for _ in range(f["epochs"]):
+        sum_mu = np.zeros_like(mu)
+        sum_sigma = np.zeros_like(sigma)
+        for i in range(n):
+            x, label = X[i], y[i]
+            dot = float(np.sum(x * mu))
+            rho = float(np.sqrt(1.0 + np.sum(x * x * sigma * sigma)))
+            t = label * dot / rho
+            r = float(np.exp(norm.logpdf(t) - norm.logcdf(t)))  # phi(t) / Phi(t), stably
+            sum_mu += r * label / rho * x
+            sum_sigma += r * (-label / rho**3) * x * x * sigma * dot
+        mu = mu + f["lr_mu"] * (sum_mu / n)
+        sigma = sigma + f["lr_sigma"] * (sum_sigma / n)
+        sigma = np.where(sigma < 0.0, 0.0, sigma)
+    return mu, sigma
+
+
+def _weights(mu: np.ndarray, sigma: np.ndarray, f: dict[str, Any]) -> np.ndarray:
+    w = (mu**2 - f["penalty_s"] * sigma**2) / (2.0 * f["penalty_r"])
+    if f["scale_weights"]:
+        lo, hi = w.min(), w.max()
+        w = np.zeros_like(w) if hi == lo else (w - lo) / (hi - lo)
+    return w
+
+
+def _top(w: np.ndarray, m: int) -> list[int]:
+    """The m largest weights in descending order, ties to the lower index."""
+    ranked = sorted(range(len(w)), key=lambda j: (-w[j], j))
+    return ranked[:m]
+
+
 def compute(params: dict[str, Any]) -> dict[str, Any]:
-    """Run FIRES over the stream; returns the expected values as JSON-ready lists."""
+    """Run the binary stream; returns the expected values as JSON-ready lists."""
     f = params["fires"]
-    mu = np.full(params["d"], f["mu_init"])
-    sigma = np.full(params["d"], f["sigma_init"])
+    mu = np.full(params["d"], float(f["mu_init"]))
+    sigma = np.full(params["d"], float(f["sigma_init"]))
     for X, y in make_stream(params):
-        mu, sigma = fires_update(
-            mu, sigma, X, y, lr_mu=f["lr_mu"], lr_sigma=f["lr_sigma"], epochs=f["epochs"]
-        )
-    weights = fires_weights(
-        mu,
-        sigma,
-        penalty_s=f["penalty_s"],
-        penalty_r=f["penalty_r"],
-        scale_weights=f["scale_weights"],
-    )
+        mu, sigma = _batch_step(mu, sigma, X, y, f)
+    weights = _weights(mu, sigma, f)
     return {
         "mu": mu.tolist(),
         "sigma": sigma.tolist(),
         "weights": weights.tolist(),
-        "top": top_m(weights, f["num_features"]).tolist(),
+        "top": _top(weights, f["num_features"]),
+    }
+
+
+def compute_multiclass(params: dict[str, Any]) -> dict[str, Any]:
+    """Run the multi-class stream one-vs-rest; the models in sorted order of the labels."""
+    f = params["fires"]
+    classes = sorted(params["classes"])
+    mus = [np.full(params["d"], float(f["mu_init"])) for _ in classes]
+    sigmas = [np.full(params["d"], float(f["sigma_init"])) for _ in classes]
+    for X, labels in make_multiclass_stream(params):
+        for k, name in enumerate(classes):
+            y = np.array([1.0 if label == name else -1.0 for label in labels])
+            mus[k], sigmas[k] = _batch_step(mus[k], sigmas[k], X, y, f)
+    per_class = [_weights(mus[k], sigmas[k], f) for k in range(len(classes))]
+    weights = np.max(np.stack(per_class), axis=0)
+    return {
+        "classes": classes,
+        "mu": [m.tolist() for m in mus],
+        "sigma": [s.tolist() for s in sigmas],
+        "weights": weights.tolist(),
+        "top": _top(weights, f["num_features"]),
     }
 
 
 def main() -> None:
     """Write the JSON file next to this script."""
-    document = {"params": PARAMS, "expected": compute(PARAMS)}
+    document = {
+        "params": PARAMS,
+        "expected": compute(PARAMS),
+        "multiclass": {
+            "params": MULTICLASS_PARAMS,
+            "expected": compute_multiclass(MULTICLASS_PARAMS),
+        },
+    }
     OUTPUT.write_text(json.dumps(document, indent=2) + "\n")
 
 

@@ -55,6 +55,12 @@ frames, or with --ingest features SAOLA columns of a dorothea-like set) by
 --writer raw, sdk, json or websockets; prints the read latency percentiles
 (measured from each read's scheduled time) and the write rate.
 
+In-process kernels: `featurestream bench ofs-kernel` times OFS beside a plain
+per-instance numpy loop of its update; `featurestream bench fires-kernel`
+times FIRES (and its core update) beside a plain numpy transcription of its
+batch update, and checks that both end on the same weights and top m. Each
+takes --help.
+
 Without --dataset, --quick or --scaling: the original single-run modes
 (--mode features|instances, --columns, --rows, --repeat, ...).
 """
@@ -201,6 +207,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from featurestream.bench import ofs_kernel
 
         return ofs_kernel.main(args_in[1:])
+    if args_in[:1] == ["fires-kernel"]:
+        from featurestream.bench import fires_kernel
+
+        return fires_kernel.main(args_in[1:])
     scaling_cmd = args_in[:1] == ["scaling"]
     latency_cmd = args_in[:1] == ["latency"]
     parser = build_parser()

@@ -18,7 +18,7 @@ Discovery and Data Mining (KDD), 2020.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from featurestream.selectors.params import Boolean, Interval, Params, StrOptions
 from featurestream.selectors.targets import typed_labels
 from featurestream.stats.fires import fires_update, fires_update_ovr, fires_weights, top_m
 from featurestream.stats.scaling import standardise_running
+from featurestream.stats.sparse import is_sparse
 
 Index = np.ndarray[Any, np.dtype[np.intp]]
 
@@ -181,6 +182,10 @@ class FIRES(InstanceSelector[FIRESParams, FIRESState]):
     state_type: ClassVar[type[Any]] = FIRESState
     status_fields: ClassVar[tuple[str, ...]] = ("batches_seen",)
     accepts_multiclass: ClassVar[bool] = True
+    # scipy.sparse batches reach _learn_batch as they are (stats.fires.batch_form).
+    accepts_sparse: ClassVar[bool] = True
+    # (state, params, selection, weights) of the last _order: see there.
+    _order_cache: tuple[FIRESState, FIRESParams, Index, Vector] | None = None
 
     @classmethod
     def test_params(cls) -> list[dict[str, Any]]:
@@ -217,10 +222,18 @@ class FIRES(InstanceSelector[FIRESParams, FIRESState]):
         )
 
     def _order(self) -> tuple[Index, Vector]:
+        # The selection is a function of the State, which a batch replaces by a
+        # new object: the last one computed stays valid while self.state is it.
+        cached = self._order_cache
+        if cached is not None and cached[0] is self.state and cached[1] is self.params:
+            return cached[2], cached[3]
         w = self.weights()
         if self.state.batches_seen == 0:
-            return np.zeros(0, dtype=np.intp), w
-        return top_m(w, self.params.num_features), w
+            order = np.zeros(0, dtype=np.intp)
+        else:
+            order = top_m(w, self.params.num_features)
+        self._order_cache = (self.state, self.params, order, w)
+        return order, w
 
     def selected_features(self) -> tuple[SelectedFeature, ...]:
         order, w = self._order()
@@ -251,6 +264,9 @@ class FIRES(InstanceSelector[FIRESParams, FIRESState]):
         before, _ = self._order()
         mean, M2 = s.scale_mean, s.scale_M2
         if p.scale == "standard":
+            # A standardised instance is dense whatever its zeros (docs/algorithms/fires.md).
+            if is_sparse(X):
+                X = np.asarray(cast(Any, X).toarray(), dtype=np.float64)
             z = standardise_running(s.instances_seen, mean, M2, X)
             X, mean, M2 = z.Z, z.mean, z.M2
         if multiclass:

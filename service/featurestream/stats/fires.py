@@ -14,13 +14,19 @@ Weights: w = (mu^2 - penalty_s sigma^2) / (2 penalty_r), min-max scaled to
 [0, 1] when ``scale_weights`` (all equal -> all 0). Selected: the m largest
 weights in descending order, ties to the lower index.
 
-Multi-class targets (docs/algorithms/fires.md, "The choices made") are one-vs-rest: K (mu, sigma)
+Multi-class targets (docs/algorithms/fires.md, "Class targets") are one-vs-rest: K (mu, sigma)
 pairs stacked as (K, d) arrays, class k updated with y = +1 for its instances
-and -1 for the others (:func:`fires_update_ovr`, which calls :func:`fires_update`
-once per class), and a feature's weight the largest of its K per-class weights
+and -1 for the others (:func:`fires_update_ovr`, which prepares the batch once and updates each
+class as :func:`fires_update` would), and a feature's weight the largest of its K per-class weights
 (:func:`fires_weights` on the stacked arrays). Each per-class weight is
 computed, min-max scaling included, exactly as for a binary stream, so the
 result does not depend on how the classes are coded.
+
+The penalties enter only the weights: a feature that is 0 in every row of a
+batch gets a gradient of exactly 0 and keeps its mu and sigma. A wide batch
+with few non-zeros is therefore computed sparse, over its non-zeros
+(:func:`batch_form` decides from the values alone, so a scipy.sparse batch
+and its dense form give the same bits).
 
 Every function returns new arrays and leaves its inputs alone. The mean over a
 batch does not depend on the order of its rows, so no shuffling is done and the
@@ -35,10 +41,14 @@ Variable Importance for Stable Online Feature Selection." KDD 2020.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from scipy import special
+
+from featurestream.stats.sparse import canonical_csr, is_sparse
 
 Matrix = npt.NDArray[np.float64]
 Vector = npt.NDArray[np.float64]
@@ -64,10 +74,118 @@ def inverse_mills(t: Vector) -> Vector:
     return np.asarray(np.exp(log_phi - special.log_ndtr(t)), dtype=np.float64)
 
 
+# The sparse form is used for batches of at least this many features whose
+# non-zeros are at most 1/_SPARSE_RATIO of their values (see :func:`batch_form`).
+_SPARSE_MIN_D = 4096
+_SPARSE_RATIO = 16
+
+
+def batch_form(X: Any) -> Any:
+    """The form the update computes on: a dense array, or a canonical CSR matrix.
+
+    The choice depends on the values only, never on how they arrived: a batch
+    of at least 4,096 features whose non-zeros are at most 1/16 of its values
+    is computed sparse (CSR, explicit zeros removed), every other batch dense.
+    A sparse batch and its dense form therefore go the same way and give the
+    same bits.
+
+    >>> import scipy.sparse as sp
+    >>> batch_form(sp.csr_matrix(np.eye(3))).tolist()
+    [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    >>> batch_form(np.eye(5000)[:2]).format
+    'csr'
+    """
+    if is_sparse(X):
+        n, d = X.shape
+        M = X if _is_canonical(X) else canonical_csr(X)
+        if d >= _SPARSE_MIN_D and M.nnz * _SPARSE_RATIO <= n * d:
+            return M
+        return np.asarray(M.toarray(), dtype=np.float64)
+    A = np.asarray(X, dtype=np.float64)
+    n, d = A.shape
+    if d >= _SPARSE_MIN_D and np.count_nonzero(A) * _SPARSE_RATIO <= n * d:
+        from scipy import sparse
+
+        return canonical_csr(sparse.csr_matrix(A))
+    return A
+
+
+def _is_canonical(X: Any) -> bool:
+    """A float64 CSR matrix already in ``canonical_csr``'s form (it is only read)."""
+    return bool(
+        X.format == "csr"
+        and X.dtype == np.float64
+        and X.has_canonical_format
+        and X.data.shape[0] == X.nnz
+        and np.count_nonzero(X.data) == X.nnz
+    )
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """A batch in its computing form, with its square and their transposes.
+
+    Dense: ``X`` and ``X2`` are arrays. Sparse: CSR matrices, and ``XT``,
+    ``X2T`` their transposes (CSC views, no copy): ``XT @ c`` adds c_i x_ij
+    over the rows i of feature j's non-zeros only.
+    """
+
+    X: Any
+    X2: Any
+    XT: Any
+    X2T: Any
+    n: int
+
+
+def _prepare(X: Any) -> _Batch:
+    X = batch_form(X)
+    if is_sparse(X):
+        X2 = X.copy()
+        X2.data = X2.data * X2.data
+        return _Batch(X, X2, X.T, X2.T, X.shape[0])
+    return _Batch(X, X * X, None, None, X.shape[0])
+
+
+def _update(
+    mu: Vector,
+    sigma: Vector,
+    b: _Batch,
+    y: Vector,
+    lr_mu: float,
+    lr_sigma: float,
+    epochs: int,
+) -> tuple[Vector, Vector]:
+    """Steps 1-3, ``epochs`` times, on a prepared batch; new arrays."""
+    mu = np.array(mu, dtype=np.float64)  # copies: the caller's arrays stay as they are
+    sigma = np.array(sigma, dtype=np.float64)
+    if b.n == 0:
+        return mu, sigma
+    sparse = b.XT is not None
+    for _ in range(epochs):
+        dot = np.asarray(b.X @ mu, dtype=np.float64)
+        rho = np.sqrt(1.0 + b.X2 @ (sigma * sigma))
+        r = inverse_mills(y * dot / rho)
+        # Row coefficients first, then one matrix-vector product each: the mean
+        # over rows of c_i x_i is (c @ X) / n_b. A feature that is 0 in every
+        # row of the batch gets a gradient of exactly 0 either way, so its mu
+        # and sigma (>= 0) stay as they are.
+        c_mu = r * y / rho
+        c_sigma = (r * (-y / rho**3)) * dot
+        if sparse:
+            grad_mu = (b.XT @ c_mu) / b.n
+            grad_sigma = sigma * (b.X2T @ c_sigma) / b.n
+        else:
+            grad_mu = (c_mu @ b.X) / b.n
+            grad_sigma = sigma * (c_sigma @ b.X2) / b.n
+        mu = mu + lr_mu * grad_mu
+        sigma = np.maximum(sigma + lr_sigma * grad_sigma, 0.0)
+    return mu, sigma
+
+
 def fires_update(
     mu: Vector,
     sigma: Vector,
-    X: Matrix,
+    X: Any,
     y: Vector,
     *,
     lr_mu: float = 0.01,
@@ -80,8 +198,9 @@ def fires_update(
     ----------
     mu, sigma : ndarray of shape (d,)
         Current means and standard deviations of the coefficients.
-    X : ndarray of shape (n_b, d)
-        The batch (already standardised if the stream scales its input).
+    X : ndarray or scipy.sparse matrix of shape (n_b, d)
+        The batch (already standardised if the stream scales its input). It
+        is computed in the form :func:`batch_form` chooses from its values.
     y : ndarray of shape (n_b,)
         Labels in {-1, +1}.
     lr_mu, lr_sigma : float
@@ -105,51 +224,33 @@ def fires_update(
     >>> mu.round(6).tolist(), sigma.tolist()
     ([0.005642, 0.0], [1.0, 1.0])
     """
-    X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
-    mu = np.array(mu, dtype=np.float64)  # copies: the caller's arrays stay as they are
-    sigma = np.array(sigma, dtype=np.float64)
-    n_b = X.shape[0]
-    if n_b == 0:
-        return mu, sigma
-    X2 = X * X
-    for _ in range(epochs):
-        dot = X @ mu
-        rho = np.sqrt(1.0 + X2 @ (sigma * sigma))
-        r = inverse_mills(y * dot / rho)
-        # Row coefficients first, then one matrix-vector product each: the mean
-        # over rows of c_i x_i is (c @ X) / n_b.
-        grad_mu = ((r * y / rho) @ X) / n_b
-        grad_sigma = sigma * (((r * (-y / rho**3)) * dot) @ X2) / n_b
-        mu = mu + lr_mu * grad_mu
-        sigma = np.maximum(sigma + lr_sigma * grad_sigma, 0.0)
-    return mu, sigma
+    return _update(mu, sigma, _prepare(X), y, lr_mu, lr_sigma, epochs)
 
 
 def fires_update_ovr(
     mu: Matrix,
     sigma: Matrix,
-    X: Matrix,
+    X: Any,
     codes: IntVector,
     *,
     lr_mu: float = 0.01,
     lr_sigma: float = 0.01,
     epochs: int = 1,
 ) -> tuple[Matrix, Matrix]:
-    """One-vs-rest update of K probit models (docs/algorithms/fires.md, "The choices made").
+    """One-vs-rest update of K probit models (docs/algorithms/fires.md, "Class targets").
 
     ``mu`` and ``sigma`` are (K, d); ``codes`` holds the class code 0..K-1 of
-    each row. Model k learns y = +1 for rows of class k and -1 for the others.
-    Returns new (K, d) arrays.
+    each row. Model k learns y = +1 for rows of class k and -1 for the others,
+    exactly as :func:`fires_update` would. Returns new (K, d) arrays.
     """
     codes = np.asarray(codes)
+    b = _prepare(X)
     mu_out = np.empty_like(np.asarray(mu, dtype=np.float64))
     sigma_out = np.empty_like(mu_out)
     for k in range(mu_out.shape[0]):
         y_k = np.where(codes == k, 1.0, -1.0)
-        mu_out[k], sigma_out[k] = fires_update(
-            mu[k], sigma[k], X, y_k, lr_mu=lr_mu, lr_sigma=lr_sigma, epochs=epochs
-        )
+        mu_out[k], sigma_out[k] = _update(mu[k], sigma[k], b, y_k, lr_mu, lr_sigma, epochs)
     return mu_out, sigma_out
 
 
@@ -184,6 +285,8 @@ def fires_weights(
     mu = np.asarray(mu, dtype=np.float64)
     sigma = np.asarray(sigma, dtype=np.float64)
     w = (mu * mu - penalty_s * sigma * sigma) / (2.0 * penalty_r)
+    if w.ndim == 2 and w.shape[0] == 1:
+        w = w[0]
     if w.ndim == 1:
         return _min_max(w) if scale_weights else w
     per_class = np.stack([_min_max(row) for row in w]) if scale_weights else w
@@ -193,12 +296,38 @@ def fires_weights(
 def top_m(weights: Vector, m: int) -> IntVector:
     """Indices of the m largest weights, in descending order, ties to the lower index.
 
+    Exactly the first m of a stable sort of -w. For large d it is found in
+    O(d + m log m): the m-th largest weight v by a partial selection, then
+    every weight above v and, in index order, as many equal to v as are still
+    wanted, sorted.
+
     >>> top_m(np.array([0.5, 1.0, 0.5, 0.0]), 3).tolist()
     [1, 0, 2]
+    >>> top_m(np.array([0.5, 1.0, 0.5, 0.0]), 2).tolist()
+    [1, 0]
     """
-    # A stable sort of -w keeps equal weights in index order.
-    order = np.argsort(-np.asarray(weights, dtype=np.float64), kind="stable")
-    return np.asarray(order[: max(m, 0)], dtype=np.intp)
+    w = np.asarray(weights, dtype=np.float64)
+    d = w.shape[0]
+    m = max(min(m, d), 0)
+    if m == 0:
+        return np.zeros(0, dtype=np.intp)
+    if m * 8 >= d or d <= 2048:
+        # A stable sort of -w keeps equal weights in index order.
+        return np.asarray(np.argsort(-w, kind="stable")[:m], dtype=np.intp)
+    v = np.partition(w, d - m)[d - m]  # the m-th largest weight
+    chosen = w > v
+    wanted = m - int(np.count_nonzero(chosen))
+    if wanted:
+        chosen[np.flatnonzero(w == v)[:wanted]] = True
+    index = np.flatnonzero(chosen)  # in index order
+    return np.asarray(index[np.argsort(-w[index], kind="stable")], dtype=np.intp)
 
 
-__all__ = ["fires_update", "fires_update_ovr", "fires_weights", "inverse_mills", "top_m"]
+__all__ = [
+    "batch_form",
+    "fires_update",
+    "fires_update_ovr",
+    "fires_weights",
+    "inverse_mills",
+    "top_m",
+]

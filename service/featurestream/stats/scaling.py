@@ -70,6 +70,34 @@ def standardise_running(count: int, mean: Vector, M2: Vector, X: Matrix) -> Stan
     n_b = X.shape[0]
     if n_b == 0:
         return Standardised(X.copy(), count, mean.copy(), M2.copy())
+    if n_b * X.shape[1] <= _BLOCK_ELEMENTS:
+        Z, new_mean, new_M2 = _standardise_block(count, mean, M2, X)
+        return Standardised(Z, count + n_b, new_mean, new_M2)
+    # Features are standardised independently of each other: a wide batch goes
+    # in blocks of columns whose temporaries stay small (cache-sized, instead of
+    # a dozen arrays the size of the batch), with the same operations, so the
+    # same bits, as in one piece.
+    Z = np.empty_like(X)
+    new_mean = np.empty_like(mean)
+    new_M2 = np.empty_like(M2)
+    width = max(1, _BLOCK_ELEMENTS // n_b)
+    for lo in range(0, X.shape[1], width):
+        cols = slice(lo, lo + width)
+        Z[:, cols], new_mean[cols], new_M2[cols] = _standardise_block(
+            count, mean[cols], M2[cols], X[:, cols]
+        )
+    return Standardised(Z, count + n_b, new_mean, new_M2)
+
+
+# Elements of a batch standardised at once (256 KiB of float64 per temporary).
+_BLOCK_ELEMENTS = 1 << 15
+
+
+def _standardise_block(
+    count: int, mean: Vector, M2: Vector, X: Matrix
+) -> tuple[Matrix, Vector, Vector]:
+    """Z, mean and M2 after the rows of X (n_b >= 1), for the columns of X."""
+    n_b = X.shape[0]
     # Accumulate deviations from a shift close to the data rather than raw
     # values: a cumulative sum of raw values of large magnitude (1e6 +/- 1)
     # would lose the digits that the standardised values depend on.
@@ -86,7 +114,7 @@ def standardise_running(count: int, mean: Vector, M2: Vector, X: Matrix) -> Stan
     # A feature whose variance is 0 so far maps to 0 (docs/algorithms/fires.md, `scale`).
     sd = np.sqrt(np.where(positive, var, 1.0))
     Z = np.where(positive, (X - means) / sd, 0.0)
-    return Standardised(Z, count + n_b, means[-1].copy(), M2s[-1].copy())
+    return Z, means[-1].copy(), M2s[-1].copy()
 
 
 __all__ = ["Standardised", "standardise_running"]

@@ -15,7 +15,7 @@ from featurestream.selectors import REGISTRY
 from featurestream.selectors.fires import FIRES, FIRESParams
 from featurestream.stats.fires import fires_update, fires_weights
 from featurestream.stats.scaling import standardise_running
-from tests.data.make_fires_expected import make_stream
+from tests.data.make_fires_expected import make_multiclass_stream, make_stream
 from tests.unit.selectors.common import blob
 
 EXPECTED = Path(__file__).parents[2] / "data" / "fires_expected.json"
@@ -229,6 +229,39 @@ def test_conformance_vector_through_the_selector() -> None:
     assert codec.encode(again.name, again.params.to_dict(), same) == blob(sel)
 
 
+@pytest.mark.parametrize("relabel", [False, True])
+def test_multiclass_conformance_vector_through_the_selector(relabel: bool) -> None:
+    # Three string classes, one-vs-rest (tests/data/make_fires_expected.py, computed
+    # by an independent transcription of the rules). Relabelled (other strings, in
+    # another sorted order) the weights and the selection must be the same.
+    document = json.loads(EXPECTED.read_text())["multiclass"]
+    params, expected = document["params"], document["expected"]
+    d = params["d"]
+    rename = {"avocet": "zz", "heron": "aa", "tern": "mm"} if relabel else {}
+    sel = FIRES.start(FIRESParams.from_mapping(params["fires"]), [f"x{j}" for j in range(d)])
+    for X, labels in make_multiclass_stream(params):
+        sel.learn_instances(X, [rename.get(label, label) for label in labels])
+    assert sel.status()["target_type"] == "multiclass"
+    assert sel.status()["batches_seen"] == params["batches"]
+    classes = [rename.get(c, c) for c in expected["classes"]]
+    assert list(sel.state.classes) == sorted(classes)
+    # The model of each class, whatever its position in the sorted labels.
+    for i, name in enumerate(classes):
+        row = sorted(classes).index(name)
+        np.testing.assert_allclose(sel.state.mu[row], expected["mu"][i], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(
+            sel.state.sigma[row], expected["sigma"][i], rtol=1e-9, atol=1e-12
+        )
+    np.testing.assert_allclose(sel.weights(), expected["weights"], rtol=1e-9, atol=1e-12)
+    assert sel.selected() == tuple(f"x{j}" for j in expected["top"])
+    np.testing.assert_allclose(
+        [f.score for f in sel.selected_features()],
+        [expected["weights"][j] for j in expected["top"]],
+        rtol=1e-9,
+        atol=1e-12,
+    )
+
+
 def test_sparse_batches_equal_their_dense_form() -> None:
     import scipy.sparse as sp
 
@@ -239,3 +272,101 @@ def test_sparse_batches_equal_their_dense_form() -> None:
     a.learn_instances(X, y)
     b.learn_instances(sp.csr_matrix(X), y)
     assert blob(a) == blob(b)
+
+
+@pytest.mark.parametrize("scale", ["none", "standard"])
+def test_sparse_stream_equals_its_dense_form_at_high_dimension(scale: str) -> None:
+    # d = 5,000 at 1% non-zero: with scale none the batches are computed sparse
+    # (stats.fires.batch_form), whichever form they arrive in; standardised ones
+    # are dense. Either way the two streams end on the same bytes and selection.
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(15)
+    n, d = 300, 5000
+    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < 0.01)
+    X[:, :10] += np.sign(rng.normal(size=(n, 1))) * (rng.random((n, 10)) < 0.3)
+    y = (X[:, :10].sum(axis=1) > 0).astype(int)
+    a, b = start(d, num_features=10, scale=scale), start(d, num_features=10, scale=scale)
+    for lo in range(0, n, 100):
+        ua = a.learn_instances(X[lo : lo + 100], y[lo : lo + 100])
+        ub = b.learn_instances(sp.csr_matrix(X[lo : lo + 100]), y[lo : lo + 100])
+        assert ua == ub
+    assert blob(a) == blob(b)
+    assert a.selected_features() == b.selected_features()
+
+
+def test_sparse_multiclass_stream_equals_its_dense_form() -> None:
+    # One-vs-rest over a batch computed sparse: every class's model as from the dense form.
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(18)
+    n, d = 200, 4500
+    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < 0.01)
+    codes = rng.integers(0, 3, size=n)
+    X[np.arange(n), 7 + codes] += 2.0  # class k lights up feature 7 + k
+    labels = [("lo", "mid", "hi")[k] for k in codes]
+    a, b = start(d, num_features=5, scale="none"), start(d, num_features=5, scale="none")
+    for lo in range(0, n, 100):
+        a.learn_instances(X[lo : lo + 100], labels[lo : lo + 100])
+        b.learn_instances(sp.csr_matrix(X[lo : lo + 100]), labels[lo : lo + 100])
+    assert a.state.mu.shape == (3, d)
+    assert blob(a) == blob(b)
+    assert set(a.selected()[:3]) == {"f7", "f8", "f9"}
+
+
+def test_sparse_stream_agrees_with_a_plain_dense_transcription() -> None:
+    # The sparse computation against the plain numpy transcription of the bench
+    # (dense, the reference's layout): same mu, sigma and weights to rounding, same top m.
+    import scipy.sparse as sp
+
+    from featurestream.bench.fires_kernel import plain_fires
+
+    rng = np.random.default_rng(16)
+    n, d = 1000, 8000
+    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < 0.005)
+    X[:, 100:110] += rng.random((n, 10)) < 0.2
+    y = np.where(X[:, 100:110].sum(axis=1) + rng.normal(scale=0.3, size=n) > 0.5, 1.0, -1.0)
+    sel = start(d, num_features=20, scale="none")
+    for lo in range(0, n, 100):
+        sel.learn_instances(sp.csr_matrix(X[lo : lo + 100]), y[lo : lo + 100])
+    ref = plain_fires(X, y, 20)
+    mu, sigma = sel.state.mu[0], sel.state.sigma[0]
+    assert np.abs(mu - ref.mu).max() <= 1e-12 * np.abs(ref.mu).max()
+    np.testing.assert_allclose(sigma, ref.sigma, rtol=1e-12, atol=0.0)
+    # The raw weights to rounding; min-max scaling magnifies the rounding near the
+    # minimum (by the weights' magnitude over their range), not the order.
+    raw = (mu * mu - 0.01 * sigma * sigma) / 0.02
+    np.testing.assert_allclose(raw, ref.raw_weights, rtol=1e-12, atol=0.0)
+    np.testing.assert_allclose(sel.weights(), ref.weights, rtol=0.0, atol=1e-10)
+    assert sel.selected() == tuple(f"f{j}" for j in ref.top)
+    assert set(sel.selected()[:10]) == {f"f{j}" for j in range(100, 110)}
+
+
+def test_labels_of_a_known_binary_target_take_the_vectorised_path_to_the_same_result() -> None:
+    # typed_labels answers a batch of known binary labels without the general
+    # resolution; its answer (and its refusals) must be the general path's.
+    from featurestream.selectors.targets import instance_labels_typed, typed_labels
+
+    rng = np.random.default_rng(17)
+    pools: list[list[object]] = [[0, 1], [0.0, 1.0, 1], [-1, 1], [-1.0, 1.0], [0, 1, 2], [0, -1]]
+    pools += [[1, 0.5], [True, False], ["a", "b"], [1, "1"], [np.int64(1), 0], [float("nan"), 1]]
+    for classes, first in [((0, 1), 0), ((-1, 1), 1), ((0, 1), 1)]:
+        sel = FIRES.start(FIRESParams(num_features=1), ["a", "b"], target_type="binary")
+        sel.state = dataclasses.replace(sel.state, classes=classes, first_label=first)
+        for pool in pools:
+            for _ in range(20):
+                y = [pool[i] for i in rng.integers(0, len(pool), size=int(rng.integers(1, 8)))]
+                try:
+                    general = instance_labels_typed("FIRES", True, "binary", classes, first, y)
+                except InvalidInput as e:
+                    with pytest.raises(InvalidInput) as info:
+                        typed_labels(sel, y)
+                    assert str(info.value) == str(e)
+                    continue
+                fields, values = typed_labels(sel, y)
+                assert fields == {
+                    "target_type": general.target_type,
+                    "classes": general.classes,
+                    "first_label": general.first,
+                }
+                assert values.tolist() == general.values.tolist()

@@ -10,14 +10,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from featurestream.stats import fires as fires_module
 from featurestream.stats.fires import (
+    batch_form,
     fires_update,
     fires_update_ovr,
     fires_weights,
     inverse_mills,
     top_m,
 )
-from tests.data.make_fires_expected import compute, make_stream
+from tests.data.make_fires_expected import make_multiclass_stream, make_stream
 
 EXPECTED = Path(__file__).parents[2] / "data" / "fires_expected.json"
 
@@ -170,13 +172,123 @@ def test_one_vs_rest_is_per_class_binary_and_max_of_weights() -> None:
 
 
 def test_conformance_vector() -> None:
+    # tests/data/make_fires_expected.py: computed by an independent transcription
+    # of the rules, checked here against the numerical core.
     document = json.loads(EXPECTED.read_text())
-    got = compute(document["params"])
-    expected = document["expected"]
-    np.testing.assert_allclose(got["weights"], expected["weights"], rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(got["mu"], expected["mu"], rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(got["sigma"], expected["sigma"], rtol=1e-9, atol=1e-12)
-    assert got["top"] == expected["top"]
+    params, expected = document["params"], document["expected"]
+    f = params["fires"]
+    d = params["d"]
+    mu, sigma = np.full(d, f["mu_init"]), np.full(d, f["sigma_init"])
+    for X, y in make_stream(params):
+        mu, sigma = fires_update(mu, sigma, X, y, lr_mu=f["lr_mu"], lr_sigma=f["lr_sigma"])
+    weights = fires_weights(mu, sigma, penalty_s=f["penalty_s"], penalty_r=f["penalty_r"])
+    np.testing.assert_allclose(mu, expected["mu"], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(sigma, expected["sigma"], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(weights, expected["weights"], rtol=1e-9, atol=1e-12)
+    assert top_m(weights, f["num_features"]).tolist() == expected["top"]
     # The five informative features of the generated stream come first.
-    assert set(got["top"][:5]) == {3, 7, 11, 15, 19}
-    assert len(make_stream(document["params"])) == document["params"]["batches"]
+    assert set(expected["top"][:5]) == {3, 7, 11, 15, 19}
+    assert len(make_stream(params)) == params["batches"]
+
+
+def test_multiclass_conformance_vector() -> None:
+    document = json.loads(EXPECTED.read_text())["multiclass"]
+    params, expected = document["params"], document["expected"]
+    f = params["fires"]
+    k, d = len(expected["classes"]), params["d"]
+    mu, sigma = np.full((k, d), f["mu_init"]), np.full((k, d), f["sigma_init"])
+    code = {name: i for i, name in enumerate(expected["classes"])}
+    for X, labels in make_multiclass_stream(params):
+        codes = np.array([code[label] for label in labels])
+        mu, sigma = fires_update_ovr(mu, sigma, X, codes, lr_mu=f["lr_mu"], lr_sigma=f["lr_sigma"])
+    np.testing.assert_allclose(mu, expected["mu"], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(sigma, expected["sigma"], rtol=1e-9, atol=1e-12)
+    weights = fires_weights(mu, sigma)
+    np.testing.assert_allclose(weights, expected["weights"], rtol=1e-9, atol=1e-12)
+    assert top_m(weights, f["num_features"]).tolist() == expected["top"]
+    # The shifted features of the three classes lead.
+    assert set(expected["top"][:5]) == {2, 5, 9, 14, 17}
+
+
+def _sparse_batch(rng: np.random.Generator, n: int, d: int, density: float) -> np.ndarray:
+    return rng.normal(size=(n, d)) * (rng.random((n, d)) < density)
+
+
+def test_batch_form_depends_on_the_values_only() -> None:
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(12)
+    low = _sparse_batch(rng, 20, 5000, 0.01)  # 1% non-zero: at most 1/16 -> sparse
+    high = _sparse_batch(rng, 20, 5000, 0.2)  # 20%: dense
+    narrow = _sparse_batch(rng, 20, 300, 0.01)  # fewer than 4,096 features: dense
+    for X, sparse in [(low, True), (high, False), (narrow, False)]:
+        for given_as in (X, sp.csr_matrix(X), sp.coo_matrix(X), sp.csc_matrix(X)):
+            form = batch_form(given_as)
+            assert hasattr(form, "nnz") is sparse
+            dense = form.toarray() if sparse else form
+            assert np.array_equal(dense, X)
+    # Explicit zeros and duplicates do not count: the canonical form decides.
+    M = sp.csr_matrix(low)
+    padded = sp.csr_matrix(
+        (np.r_[M.data, 0.0], np.r_[M.indices, 4999], np.r_[M.indptr[:-1], M.nnz + 1]),
+        shape=M.shape,
+    )
+    form = batch_form(padded)
+    assert form.nnz == M.nnz and np.array_equal(form.toarray(), low)
+
+
+def test_a_feature_absent_from_a_batch_keeps_its_mu_and_sigma() -> None:
+    # The penalties enter only the weights: the update of a feature that is 0 in
+    # every row of the batch is exactly 0, in the sparse form and the dense one.
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(13)
+    for d in (40, 5000):
+        X = _sparse_batch(rng, 30, d, 0.01 if d > 100 else 0.3)
+        X[:, :5] = 0.0
+        X[:, 5] = rng.normal(size=30)
+        y = np.where(rng.random(30) < 0.5, 1.0, -1.0)
+        mu = rng.normal(size=d)
+        sigma = rng.uniform(0.0, 2.0, size=d)
+        absent = ~X.any(axis=0)
+        for given_as in (X, sp.csr_matrix(X)):
+            new_mu, new_sigma = fires_update(mu, sigma, given_as, y, epochs=2)
+            assert np.array_equal(new_mu[absent], mu[absent])
+            assert np.array_equal(new_sigma[absent], sigma[absent])
+            assert not np.array_equal(new_mu[5], mu[5])
+
+
+def test_sparse_form_agrees_with_the_dense_form() -> None:
+    # Twenty batches at d = 6,000, 2% non-zero (computed sparse), against the same
+    # update computed dense: the sums run in another order, so equal up to rounding.
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(14)
+    n, d = 100, 6000
+    mu_s, sigma_s = np.zeros(d), np.ones(d)
+    mu_d, sigma_d = np.zeros(d), np.ones(d)
+    for _ in range(20):
+        X = _sparse_batch(rng, n, d, 0.02)
+        y = np.where(X[:, :50].sum(axis=1) >= 0.0, 1.0, -1.0)
+        assert hasattr(batch_form(X), "nnz")
+        mu_s, sigma_s = fires_update(mu_s, sigma_s, sp.csr_matrix(X), y, epochs=2)
+        dense = fires_module._Batch(X, X * X, None, None, n)
+        mu_d, sigma_d = fires_module._update(mu_d, sigma_d, dense, y, 0.01, 0.01, 2)
+    assert np.abs(mu_s - mu_d).max() <= 1e-12 * np.abs(mu_d).max()
+    np.testing.assert_allclose(sigma_s, sigma_d, rtol=1e-12, atol=0.0)
+    w_s, w_d = fires_weights(mu_s, sigma_s), fires_weights(mu_d, sigma_d)
+    np.testing.assert_allclose(w_s, w_d, rtol=1e-12, atol=1e-15)
+    assert top_m(w_s, 50).tolist() == top_m(w_d, 50).tolist()
+
+
+@pytest.mark.parametrize("d", [7, 60, 3000, 20000])
+def test_top_m_is_the_head_of_a_stable_sort(d: int) -> None:
+    rng = np.random.default_rng(d)
+    for trial in range(30):
+        # Normal weights, or few distinct values: many ties.
+        w = rng.normal(size=d) if trial % 3 == 0 else rng.integers(0, 1 + trial % 5, size=d) / 4.0
+        if trial % 4 == 0:
+            w[rng.random(d) < 0.3] = -0.0
+        for m in (0, 1, 5, d // 9, d // 8 + 1, d, d + 3):
+            expected = np.argsort(-w, kind="stable")[:m]
+            assert top_m(w, m).tolist() == expected.tolist()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from featurestream.stats import scaling
 from featurestream.stats.scaling import standardise_running
 
 
@@ -94,3 +95,20 @@ def test_inputs_left_alone_and_empty_batch() -> None:
     empty = standardise_running(3, mean, M2, np.zeros((0, 2)))
     assert empty.Z.shape == (0, 2) and empty.count == 3
     assert empty.mean is not mean and empty.mean.tolist() == [1.0, 2.0]
+
+
+def test_a_wide_batch_in_column_blocks_gives_the_bits_of_one_piece(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = np.random.default_rng(9)
+    n, d = 50, 1500  # 75,000 values: more than one block
+    X = rng.normal(size=(n, d)) * rng.uniform(0.01, 100.0, size=d) + rng.normal(size=d) * 1e3
+    X[:, :7] = 2.5  # variance 0: maps to 0
+    for count, mean, M2 in [(0, np.zeros(d), np.zeros(d)), (9, X[0] + 1.0, np.full(d, 4.0))]:
+        blocked = standardise_running(count, mean, M2, X)
+        monkeypatch.setattr(scaling, "_BLOCK_ELEMENTS", n * d)
+        whole = standardise_running(count, mean, M2, X)
+        monkeypatch.undo()
+        assert np.array_equal(blocked.Z, whole.Z)
+        assert np.array_equal(blocked.mean, whole.mean) and np.array_equal(blocked.M2, whole.M2)
+        assert blocked.count == whole.count == count + n
