@@ -179,7 +179,6 @@ def test_entries_stored_before_the_log_kept_changes_are_not_history() -> None:
     """Log entries without ``at``/``change`` (stored by an earlier release) stay readable
     as events (``at`` null); the history starts after the newest of them."""
     store = InMemoryStore()
-    X, y = support.wdbc()
     with TestClient(create_app(Settings(store_url="memory://"), store=store)) as client:
         after = _feature_stream(client, "old")
         entries = store._streams["old"].events
