@@ -115,10 +115,9 @@ def test_stability_equals_the_formulas(kind: str, steps: list[Any], last: int) -
     assert list(got.sizes) == [len(s) for _, s in sels]
     expected_j = [direct_jaccard(sels[i][1], sels[i + 1][1]) for i in range(len(sels) - 1)]
     assert got.jaccard == pytest.approx(expected_j, abs=1e-12)
-    if kind == "instances":
-        d = 20
-    else:
-        d = seen_by_version[sels[-1][0]] if sels else seen
+    # d: the fixed feature space, or the columns seen at the latest selection compared.
+    latest = seen_by_version[sels[-1][0]] if sels else seen
+    d = 20 if kind == "instances" else latest
     assert got.features == d
     if len(sels) < 2:
         assert got.nogueira is None
