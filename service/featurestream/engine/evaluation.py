@@ -164,8 +164,8 @@ def cross_validation(view: StateView, model: str, folds: int, repeats: int) -> d
 
     def scores(cols: list[int]) -> list[float]:
         s = cross_val_scores(X, y, cols, model, folds, repeats, SEED, task=task)  # type: ignore[arg-type]
-        # R^2 of a test fold is finite (scikit-learn's force_finite); kept so in JSON.
-        return [float(v) if np.isfinite(v) else 0.0 for v in s.ravel()]
+        # Finite: accuracy, or R^2 with scikit-learn's force_finite (a constant test fold).
+        return [float(v) for v in s.ravel()]
 
     every = scores(list(range(k)))
     best: dict[str, Any] | None = None
