@@ -8,12 +8,13 @@ with ``random_state = fold_seed(0, r)``). The columns are the values the
 client sent, so a selector must keep them:
 
 * SAOLA keeps the selected columns as sent;
-* Grafting keeps them standardised with their means and standard deviations,
-  and they are restored from those (exact to rounding);
-* the other feature-stream selectors keep only transformed columns (OSFS,
-  Fast-OSFS and group-SAOLA standardised ones or discrete codes, without what it
-  takes to undo that) or none (alpha-investing keeps an orthonormal basis):
-  their streams answer ``422 evaluation-unavailable``.
+* Grafting, and OSFS and Fast-OSFS with the Fisher z test, keep them
+  standardised with the mean and scale of each, and they are restored from
+  those (exact to rounding). An OSFS state stored before it kept them cannot
+  be restored until its older members have left the selection;
+* OSFS and Fast-OSFS with the discrete tests keep integer codes, group-SAOLA
+  standardised columns without their scales, alpha-investing an orthonormal
+  basis: their streams answer ``422 evaluation-unavailable``.
 
 Supervised instance streams (OFS, FIRES): the prequential (test-then-train)
 accuracy the selector counts as it learns (``selectors/base.py``,
@@ -54,7 +55,7 @@ RECENT = 1000
 # Cached results (each a few hundred bytes).
 CACHE_ENTRIES = 256
 
-FEATURE_COLUMNS = ("saola", "grafting")
+FEATURE_COLUMNS = ("saola", "grafting", "osfs", "fast_osfs")
 SUPERVISED_INSTANCES = ("ofs", "fires")
 
 
@@ -124,10 +125,29 @@ def selected_columns(view: StateView) -> tuple[list[str], npt.NDArray[np.float64
         cols = np.asarray(s.columns, dtype=np.float64).reshape(len(names), n)
         X = cols * np.asarray(s.stds)[:, None] + np.asarray(s.means)[:, None]
         return names, np.ascontiguousarray(X.T)
+    if view.algorithm in ("osfs", "fast_osfs"):
+        scales = np.asarray(s.scales, dtype=np.float64)
+        if getattr(s, "levels", np.zeros(0)).size or (names and s.columns.dtype != np.float64):
+            raise EvaluationUnavailable(
+                f"This {view.algorithm} stream runs a discrete test: it keeps its selected "
+                "columns as integer codes, not as they were sent, so its selection cannot be "
+                "scored (the Fisher z test keeps what it takes).",
+                algorithm=view.algorithm,
+            )
+        if scales.shape[0] != len(names) or np.any(scales == 0.0):
+            raise EvaluationUnavailable(
+                f"Some features of this {view.algorithm} stream's selection were selected "
+                "before the server kept what restores their columns; it can be scored once "
+                "they have left the selection.",
+                algorithm=view.algorithm,
+            )
+        cols = np.asarray(s.columns, dtype=np.float64).reshape(len(names), n)
+        X = cols * scales[:, None] + np.asarray(s.means)[:, None]
+        return names, np.ascontiguousarray(X.T)
     raise EvaluationUnavailable(
         f"Streams of {view.algorithm} keep no copy of their selected columns as they were "
         "sent, so their selection cannot be scored; feature streams of "
-        f"{', '.join(FEATURE_COLUMNS)} can be.",
+        f"{', '.join(FEATURE_COLUMNS)} can be (OSFS with the Fisher z test).",
         algorithm=view.algorithm,
     )
 
