@@ -51,7 +51,12 @@ from featurestream.selectors.decisions import (  # scores
 from featurestream.selectors.params import Interval, Params, StrOptions
 from featurestream.selectors.targets import discrete_target, target_columns
 from featurestream.selectors.untestable import UNTESTABLE, untestable_warnings
-from featurestream.stats.columns import as_rows, is_constant_rows, row_dots, standardize_rows
+from featurestream.stats.columns import (
+    is_constant_rows,
+    row_dots,
+    row_origins,
+    standardize_rows,
+)
 from featurestream.stats.discrete import (
     MIN_ROWS_PER_DF,
     DiscreteResult,
@@ -157,21 +162,6 @@ class OSFSState:
     n_classes: int = 0
     means: Vector = field(default_factory=lambda: np.zeros(0))
     scales: Vector = field(default_factory=lambda: np.zeros(0))
-
-
-def _origins(X: Matrix) -> tuple[Vector, Vector]:
-    """The mean and scale of each row of X as ``standardize_rows`` standardises it
-    (row = (x - mean) / scale; scale 0 for a constant row)."""
-    A = as_rows(X)
-    n = A.shape[1]
-    if n == 0:
-        return np.zeros(A.shape[0]), np.zeros(A.shape[0])
-    mean = A.sum(axis=1) / n
-    C = A - mean[:, None]
-    peak = np.abs(C).max(axis=1)
-    safe = np.where(peak > 0.0, peak, 1.0)
-    norms = np.sqrt(((C / safe[:, None]) ** 2).sum(axis=1))
-    return mean, np.where(peak > 0.0, safe * norms, 0.0)
 
 
 def _columns(state: OSFSState) -> list[Vector]:
@@ -491,7 +481,7 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
         rows, levels, dep_new, relevant, untestable = self._relevance(X, constant)
         bcf = _BCF(self, s)
         if not self.discrete:
-            bcf.batch = _origins(X)
+            bcf.batch = row_origins(X)
         bcf.tests = int((~constant).sum())
         bcf.untestable = int(untestable.sum())
         decisions: list[Decision] = []
