@@ -12,12 +12,15 @@ from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _distribution_version
 from typing import TYPE_CHECKING, Any
 
+from featurestream_client._history import Change, Evaluation, History, Stability
 from featurestream_client.aio import AsyncClient, AsyncStream
 from featurestream_client.client import Client, Stream
 from featurestream_client.errors import (
     ConcurrentUpdate,
     ConnectionFailed,
+    EvaluationUnavailable,
     FeatureStreamError,
+    HistoryTrimmed,
     InvalidInput,
     InvalidParameter,
     MalformedBody,
@@ -32,6 +35,7 @@ from featurestream_client.errors import (
     StreamNotFound,
     Unauthorized,
     UnsupportedMediaType,
+    VersionNotFound,
     WebSocketClosed,
     WrongStreamKind,
 )
@@ -81,17 +85,22 @@ __all__ = [
     "Algorithm",
     "AsyncClient",
     "AsyncStream",
+    "Change",
     "Client",
     "ConcurrentUpdate",
     "ConnectionFailed",
     "Decision",
     "Decisions",
+    "Evaluation",
+    "EvaluationUnavailable",
     "Event",
     "EventPage",
     "FeatureStreamError",
     "FeatureStreamInstanceSelector",
     "FeatureStreamSelector",
     "FeaturesResult",
+    "History",
+    "HistoryTrimmed",
     "InstancesResult",
     "InvalidInput",
     "InvalidParameter",
@@ -105,6 +114,7 @@ __all__ = [
     "SeqReused",
     "SequenceConflict",
     "ServerError",
+    "Stability",
     "StoreUnavailable",
     "Stream",
     "StreamExists",
@@ -112,6 +122,7 @@ __all__ = [
     "StreamNotFound",
     "Unauthorized",
     "UnsupportedMediaType",
+    "VersionNotFound",
     "WebSocketClosed",
     "WebSocketUnavailable",
     "WrongStreamKind",

@@ -173,6 +173,18 @@ class Unauthorized(FeatureStreamError):
     """Missing or wrong API key (401)."""
 
 
+class VersionNotFound(FeatureStreamError, LookupError):
+    """A version the stream has not reached (404 ``version-not-found``)."""
+
+
+class EvaluationUnavailable(FeatureStreamError, ValueError):
+    """The stream's selection cannot be evaluated (422 ``evaluation-unavailable``)."""
+
+
+class HistoryTrimmed(FeatureStreamError):
+    """The history asked for is no longer kept (410 ``history-trimmed``)."""
+
+
 class ServerError(FeatureStreamError):
     """The server failed (5xx other than ``store-unavailable``)."""
 
@@ -212,6 +224,9 @@ BY_TYPE: dict[str, type[FeatureStreamError]] = {
     "store-unavailable": StoreUnavailable,
     "not-found": NotFound,
     "unauthorized": Unauthorized,
+    "version-not-found": VersionNotFound,
+    "history-trimmed": HistoryTrimmed,
+    "evaluation-unavailable": EvaluationUnavailable,
 }
 
 BY_STATUS: dict[int, type[FeatureStreamError]] = {
@@ -252,7 +267,9 @@ __all__ = [
     "BY_TYPE",
     "ConcurrentUpdate",
     "ConnectionFailed",
+    "EvaluationUnavailable",
     "FeatureStreamError",
+    "HistoryTrimmed",
     "InvalidInput",
     "InvalidParameter",
     "MalformedBody",
@@ -267,6 +284,7 @@ __all__ = [
     "StreamNotFound",
     "Unauthorized",
     "UnsupportedMediaType",
+    "VersionNotFound",
     "WebSocketClosed",
     "WrongStreamKind",
     "error_from_problem",

@@ -37,6 +37,8 @@ import numpy.typing as npt
 from featurestream import codec
 from featurestream.config import Settings
 from featurestream.engine import catalogue, wire
+from featurestream.engine import evaluation as judged
+from featurestream.engine import history as past
 from featurestream.engine.budget import Budget
 from featurestream.engine.cache import Live, StreamCache, footprint
 from featurestream.engine.catalogue import check_names
@@ -129,6 +131,7 @@ class StreamEngine:
         self._clock = clock
         self.cache = StreamCache(settings.cache_streams, settings.cache_bytes)
         self.counters: Counter[str] = Counter()
+        self.evaluations = judged.EvaluationCache()
 
     # ------------------------------------------------------------------ catalogue
 
@@ -265,6 +268,50 @@ class StreamEngine:
         """Events in order, after the event id ``after`` (``<version>-<index>``)."""
         return await read_events(self.store, stream_id, after, limit)
 
+    async def selection_at(self, stream_id: str, version: int) -> Selection:
+        """The selection after ``version``, rebuilt from the event log (``history.py``)."""
+        return await past.selection_at(self.store, stream_id, version)
+
+    async def history(
+        self, stream_id: str, after_version: int | None = None, limit: int = 100
+    ) -> past.HistoryPage:
+        """The changes of the selected set after ``after_version``, in order."""
+        return await past.history(self.store, stream_id, after_version, limit)
+
+    async def stability(self, stream_id: str, last: int = 20) -> past.Stability:
+        """Jaccard and Nogueira's stability over the last ``last`` selections."""
+        return await past.stability(self.store, stream_id, last)
+
+    async def evaluation(
+        self,
+        stream_id: str,
+        model: str,
+        folds: int,
+        repeats: int,
+        run: judged.Run[dict[str, Any]],
+    ) -> dict[str, Any]:
+        """How good the current selection is (``evaluation.py``); heavy work goes to ``run``."""
+        judged.check_query(model, folds, repeats)
+        view = await self._view(stream_id)
+        return await judged.evaluate(view, self.evaluations, stream_id, model, folds, repeats, run)
+
+    async def _view(self, stream_id: str) -> judged.StateView:
+        """The committed state of the stream, as the store holds it now."""
+        async with self.cache.locked(stream_id):
+            while True:
+                live = await self._live(stream_id)
+                if not await self._stale(stream_id, live):
+                    break
+            sel = live.selector
+            return judged.StateView(
+                live.info,
+                live.incarnation,
+                live.version,
+                sel.name,
+                sel.snapshot(),
+                sel.params.to_dict(),
+            )
+
     # ------------------------------------------------------------------ writes
 
     async def add_features(
@@ -326,7 +373,7 @@ class StreamEngine:
             selected = sel.selected()
             raised = [w for w in sel.warnings() if w["code"] not in warned]
             written = FeaturesWritten(version, seq, producer, decisions, selected, raised)
-            outcome = self._outcome(live, version, events, chosen, before != selected)
+            outcome = self._outcome(live, version, events, chosen, before)
             return wire.features_written(written, docs), outcome
 
         return await self._write(stream_id, "features", producer, seq, digest, prepare, apply)
@@ -365,7 +412,7 @@ class StreamEngine:
                 wire.instance_batch_event(update.instances, update.instances_seen, update.mistakes)
             ]
             written = InstancesWritten(version, seq, producer, update.instances_seen, selected)
-            outcome = self._outcome(live, version, events, (), before != selected)
+            outcome = self._outcome(live, version, events, (), before)
             return wire.instances_written(written), outcome
 
         return await self._write(stream_id, "instances", producer, seq, digest, prepare, apply)
@@ -463,12 +510,10 @@ class StreamEngine:
         version: int,
         events: Sequence[dict[str, Any]],
         names: Sequence[str],
-        changed: bool,
+        before: Sequence[str],
     ) -> Outcome:
         shown = str(live.info["id"])
-        return outcome_of(
-            live.selector, shown, version, _iso(self._clock()), events, names, changed
-        )
+        return outcome_of(live.selector, shown, version, _iso(self._clock()), events, names, before)
 
     async def _write(
         self,
