@@ -12,12 +12,14 @@ from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _distribution_version
 from typing import TYPE_CHECKING, Any
 
+from featurestream_client._history import Change, History, Stability
 from featurestream_client.aio import AsyncClient, AsyncStream
 from featurestream_client.client import Client, Stream
 from featurestream_client.errors import (
     ConcurrentUpdate,
     ConnectionFailed,
     FeatureStreamError,
+    HistoryTrimmed,
     InvalidInput,
     InvalidParameter,
     MalformedBody,
@@ -32,6 +34,7 @@ from featurestream_client.errors import (
     StreamNotFound,
     Unauthorized,
     UnsupportedMediaType,
+    VersionNotFound,
     WebSocketClosed,
     WrongStreamKind,
 )
@@ -80,6 +83,7 @@ __all__ = [
     "Algorithm",
     "AsyncClient",
     "AsyncStream",
+    "Change",
     "Client",
     "ConcurrentUpdate",
     "ConnectionFailed",
@@ -90,6 +94,8 @@ __all__ = [
     "FeatureStreamInstanceSelector",
     "FeatureStreamSelector",
     "FeaturesResult",
+    "History",
+    "HistoryTrimmed",
     "InstancesResult",
     "InvalidInput",
     "InvalidParameter",
@@ -103,6 +109,7 @@ __all__ = [
     "SeqReused",
     "SequenceConflict",
     "ServerError",
+    "Stability",
     "StoreUnavailable",
     "Stream",
     "StreamExists",
@@ -110,6 +117,7 @@ __all__ = [
     "StreamNotFound",
     "Unauthorized",
     "UnsupportedMediaType",
+    "VersionNotFound",
     "WebSocketClosed",
     "WebSocketUnavailable",
     "WrongStreamKind",

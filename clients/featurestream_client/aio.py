@@ -21,6 +21,13 @@ from featurestream_client._base import (
     probe_op,
     ws_handshake,
 )
+from featurestream_client._history import (
+    History,
+    Stability,
+    history_op,
+    selected_at_op,
+    stability_op,
+)
 from featurestream_client._steps import (
     Close,
     Connect,
@@ -240,8 +247,16 @@ class AsyncStream(_StreamBase[AsyncClient]):
             self._stream_instances_op(data, y, batch_size, window, on_error, on_selected, binary)
         )
 
-    async def selected(self) -> Selection:
+    async def selected(self, version: int | None = None) -> Selection:
+        if version is not None:
+            return await self.client._run(selected_at_op(self.id, version))
         return await self.client._run(selection_op(self.id))
+
+    async def history(self, after_version: int | None = None, limit: int | None = None) -> History:
+        return await self.client._run(history_op(self.id, after_version, limit))
+
+    async def stability(self, last: int = 20) -> Stability:
+        return await self.client._run(stability_op(self.id, last))
 
     async def events(self, after: str | None = None, limit: int = 100) -> EventPage:
         return await self.client._run(_core.events_op(self.id, after, limit))

@@ -19,6 +19,13 @@ from featurestream_client._base import (
     probe_op,
     ws_handshake,
 )
+from featurestream_client._history import (
+    History,
+    Stability,
+    history_op,
+    selected_at_op,
+    stability_op,
+)
 from featurestream_client._steps import (
     Close,
     Connect,
@@ -369,9 +376,28 @@ class Stream(_StreamBase[Client]):
 
     # ------------------------------------------------------------ reads
 
-    def selected(self) -> Selection:
-        """The current selection, in the selector's own order."""
+    def selected(self, version: int | None = None) -> Selection:
+        """The current selection, in the selector's own order.
+
+        With ``version``, the selection as it was after that version (names in
+        alphabetical order; scores only for the current version). Raises
+        ``VersionNotFound`` beyond the current version and ``HistoryTrimmed`` when
+        the server no longer keeps that part of the history.
+        """
+        if version is not None:
+            return self.client._run(selected_at_op(self.id, version))
         return self.client._run(selection_op(self.id))
+
+    def history(self, after_version: int | None = None, limit: int | None = None) -> History:
+        """The changes of the selected set (after ``after_version``; at most ``limit``),
+        oldest first, as a list of ``Change`` records; ``.to_frame()`` makes a pandas
+        DataFrame of them."""
+        return self.client._run(history_op(self.id, after_version, limit))
+
+    def stability(self, last: int = 20) -> Stability:
+        """Jaccard between consecutive selections and Nogueira's stability over the
+        selections after the last ``last`` changes."""
+        return self.client._run(stability_op(self.id, last))
 
     def events(self, after: str | None = None, limit: int = 100) -> EventPage:
         """One page of the decision log after the event id ``after``."""

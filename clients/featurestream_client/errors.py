@@ -173,6 +173,14 @@ class Unauthorized(FeatureStreamError):
     """Missing or wrong API key (401)."""
 
 
+class VersionNotFound(FeatureStreamError, LookupError):
+    """A version the stream has not reached (404 ``version-not-found``)."""
+
+
+class HistoryTrimmed(FeatureStreamError):
+    """The history asked for is no longer kept (410 ``history-trimmed``)."""
+
+
 class ServerError(FeatureStreamError):
     """The server failed (5xx other than ``store-unavailable``)."""
 
@@ -212,6 +220,8 @@ BY_TYPE: dict[str, type[FeatureStreamError]] = {
     "store-unavailable": StoreUnavailable,
     "not-found": NotFound,
     "unauthorized": Unauthorized,
+    "version-not-found": VersionNotFound,
+    "history-trimmed": HistoryTrimmed,
 }
 
 BY_STATUS: dict[int, type[FeatureStreamError]] = {
@@ -253,6 +263,7 @@ __all__ = [
     "ConcurrentUpdate",
     "ConnectionFailed",
     "FeatureStreamError",
+    "HistoryTrimmed",
     "InvalidInput",
     "InvalidParameter",
     "MalformedBody",
@@ -267,6 +278,7 @@ __all__ = [
     "StreamNotFound",
     "Unauthorized",
     "UnsupportedMediaType",
+    "VersionNotFound",
     "WebSocketClosed",
     "WrongStreamKind",
     "error_from_problem",

@@ -100,6 +100,21 @@ class StreamNotFound(FeatureStreamError, LookupError):
         return {"stream_id": self.stream_id}
 
 
+class VersionNotFound(FeatureStreamError, LookupError):
+    """A version the stream has not reached (yet)."""
+
+    def __init__(self, stream_id: str, version: int, current: int) -> None:
+        super().__init__(
+            f"Stream {stream_id!r} is at version {current}; version {version} does not exist."
+        )
+        self.stream_id = stream_id
+        self.version = version
+        self.current = current
+
+    def fields(self) -> dict[str, Any]:
+        return {"stream_id": self.stream_id, "current_version": self.current}
+
+
 class StreamExists(FeatureStreamError):
     """A stream with this id already exists."""
 
@@ -256,9 +271,12 @@ class StoreUnavailable(FeatureStreamError):
 class HistoryTrimmed(FeatureStreamError):
     """Events asked for are older than the event log keeps (``event_retention``)."""
 
-    def __init__(self, stream_id: str, after: str, oldest: int) -> None:
+    def __init__(
+        self, stream_id: str, after: str, oldest: int, *, message: str | None = None
+    ) -> None:
         super().__init__(
-            f"The events of stream {stream_id!r} after {after!r} are no longer kept: its log "
+            message
+            or f"The events of stream {stream_id!r} after {after!r} are no longer kept: its log "
             f"keeps the last commits only, from version {oldest}. Read again without "
             "'after' to start from the oldest event kept."
         )
@@ -297,5 +315,6 @@ __all__ = [
     "StreamNotFound",
     "Unauthorized",
     "UnsupportedMediaType",
+    "VersionNotFound",
     "WrongStreamKind",
 ]

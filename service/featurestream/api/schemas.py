@@ -268,6 +268,8 @@ class EventPublic(BaseModel):
     version: int
     seq: int | None
     producer: str | None
+    # The commit time; null for events stored before the log kept it.
+    at: str | None = None
     type: Literal["accepted", "rejected", "evicted", "batch"]
     names: list[str] | None = None
     reason: str | None = None

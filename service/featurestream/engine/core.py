@@ -37,6 +37,7 @@ import numpy.typing as npt
 from featurestream import codec
 from featurestream.config import Settings
 from featurestream.engine import catalogue, wire
+from featurestream.engine import history as past
 from featurestream.engine.budget import Budget
 from featurestream.engine.cache import Live, StreamCache, footprint
 from featurestream.engine.catalogue import check_names
@@ -265,6 +266,20 @@ class StreamEngine:
         """Events in order, after the event id ``after`` (``<version>-<index>``)."""
         return await read_events(self.store, stream_id, after, limit)
 
+    async def selection_at(self, stream_id: str, version: int) -> Selection:
+        """The selection after ``version``, rebuilt from the event log (``history.py``)."""
+        return await past.selection_at(self.store, stream_id, version)
+
+    async def history(
+        self, stream_id: str, after_version: int | None = None, limit: int = 100
+    ) -> past.HistoryPage:
+        """The changes of the selected set after ``after_version``, in order."""
+        return await past.history(self.store, stream_id, after_version, limit)
+
+    async def stability(self, stream_id: str, last: int = 20) -> past.Stability:
+        """Jaccard and Nogueira's stability over the last ``last`` selections."""
+        return await past.stability(self.store, stream_id, last)
+
     # ------------------------------------------------------------------ writes
 
     async def add_features(
@@ -327,7 +342,7 @@ class StreamEngine:
             selected = sel.selected()
             raised = [w for w in sel.warnings() if w["code"] not in warned]
             written = FeaturesWritten(version, seq, producer, decisions, selected, raised)
-            outcome = self._outcome(live, version, events, chosen, before != selected)
+            outcome = self._outcome(live, version, events, chosen, before)
             return wire.features_written(written), outcome
 
         return await self._write(stream_id, "features", producer, seq, digest, prepare, apply)
@@ -366,7 +381,7 @@ class StreamEngine:
                 wire.instance_batch_event(update.instances, update.instances_seen, update.mistakes)
             ]
             written = InstancesWritten(version, seq, producer, update.instances_seen, selected)
-            outcome = self._outcome(live, version, events, (), before != selected)
+            outcome = self._outcome(live, version, events, (), before)
             return wire.instances_written(written), outcome
 
         return await self._write(stream_id, "instances", producer, seq, digest, prepare, apply)
@@ -464,12 +479,10 @@ class StreamEngine:
         version: int,
         events: Sequence[dict[str, Any]],
         names: Sequence[str],
-        changed: bool,
+        before: Sequence[str],
     ) -> Outcome:
         shown = str(live.info["id"])
-        return outcome_of(
-            live.selector, shown, version, _iso(self._clock()), events, names, changed
-        )
+        return outcome_of(live.selector, shown, version, _iso(self._clock()), events, names, before)
 
     async def _write(
         self,

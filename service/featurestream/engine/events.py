@@ -36,6 +36,7 @@ async def read_events(
                     payload.get("seq"),
                     payload.get("producer"),
                     ev,
+                    payload.get("at"),
                 )
                 out.append(record)
                 if len(out) >= limit:

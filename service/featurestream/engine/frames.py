@@ -54,7 +54,7 @@ class Frame:
 
 # One applied or refused frame: its reply, and the response stored for its seq.
 Reply = tuple[int, FrameAck | Problem, bytes]
-OutcomeOf = Callable[[Live, int, Sequence[dict[str, Any]], Sequence[str], bool], Outcome]
+OutcomeOf = Callable[[Live, int, Sequence[dict[str, Any]], Sequence[str], Sequence[str]], Outcome]
 Apply = Callable[[Live, Sequence[Frame], int], Awaitable[tuple[Outcome | None, list[Reply]]]]
 
 
@@ -187,8 +187,7 @@ def apply_frames(
         replies.append((f.seq, ack, wire.instances_written(written)))
     if not events:
         return None, replies
-    changed = before != sel.selected()
-    return outcome_of(live, version, events, (), changed), replies
+    return outcome_of(live, version, events, (), before), replies
 
 
 __all__ = ["Frame", "apply_frames", "attempt_frames"]

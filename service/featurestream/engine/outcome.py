@@ -35,6 +35,9 @@ class Outcome:
     tally: Counter[str]
     # Memory the new state takes once decoded (the stream's weight in the cache).
     footprint: int = 0
+    # How the selected set moved (``added``, ``removed``, ``size``), kept in the event
+    # log for the history; None when the set of names stayed the same.
+    change: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -80,14 +83,16 @@ def outcome_of(
     now: str,
     events: Sequence[dict[str, Any]],
     names: Sequence[str],
-    changed: bool,
+    before: Sequence[str],
 ) -> Outcome:
     """Snapshot the selector after a change (in the worker thread that applied it).
 
+    ``before`` is the selection (names, in order) the change started from.
     Raises NumericallyUnstable when the state is not finite (see ``finite_state``).
     """
     state = finite_state(sel, stream_id)
     selection = Selection(version, sel.selected_features(), now)
+    after = selection.names
     return Outcome(
         events=list(events),
         names=names,
@@ -95,10 +100,31 @@ def outcome_of(
         selection=selection,
         selection_json=wire.selection(selection),
         status=wire.status_counters(sel.status()),
-        selection_changed=changed,
+        selection_changed=tuple(before) != tuple(after),
         tally=tally_of(events),
         footprint=footprint(sel.snapshot()),
+        change=change_of(before, after),
     )
+
+
+def change_of(before: Sequence[str], after: Sequence[str]) -> dict[str, Any] | None:
+    """How the selected set moved from ``before`` to ``after`` (None: the same set).
+
+    ``added`` in the order of ``after``, ``removed`` in the order of ``before``.
+
+    >>> change_of(["a", "b"], ["b", "c"])
+    {'added': ['c'], 'removed': ['a'], 'size': 2}
+    >>> change_of(["a", "b"], ["b", "a"]) is None
+    True
+    """
+    was, now = set(before), set(after)
+    if was == now:
+        return None
+    return {
+        "added": [n for n in after if n not in was],
+        "removed": [n for n in before if n not in now],
+        "size": len(now),
+    }
 
 
 def tally_of(events: Sequence[dict[str, Any]]) -> Counter[str]:
@@ -143,7 +169,14 @@ def commit_of(live: Live, producer: str, step: Attempt[Any], now: str) -> Commit
         updated_at=now,
         selection=outcome.selection_json,
         status=outcome.status,
-        events=wire.log_entry(step.seq, producer, outcome.events),
+        # ``at``: the time the selection document of this version carries (updated_at).
+        events=wire.log_entry(
+            step.seq,
+            producer,
+            outcome.events,
+            at=outcome.selection.updated_at,
+            change=outcome.change,
+        ),
         names=outcome.names,
         notify=outcome.selection_json if outcome.selection_changed else b"",
         producer=producer_of,
@@ -155,6 +188,7 @@ __all__ = [
     "Attempt",
     "Outcome",
     "StaleCache",
+    "change_of",
     "commit_of",
     "finite_state",
     "outcome_of",

@@ -59,6 +59,8 @@ class EventRecord:
     producer: str | None
     # The event as stored: ``type``, ``names`` and the fields of its type.
     body: Mapping[str, Any]
+    # The commit time (RFC 3339 UTC); None for entries stored before the log kept it.
+    at: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

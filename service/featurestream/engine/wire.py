@@ -55,6 +55,7 @@ from featurestream.errors import (
     StreamNotFound,
     Unauthorized,
     UnsupportedMediaType,
+    VersionNotFound,
     WrongStreamKind,
 )
 from featurestream.selectors import REGISTRY, Decision, SelectedFeature
@@ -147,15 +148,40 @@ def instance_batch_event(
     return event
 
 
-def log_entry(seq: int | None, producer: str, events: Sequence[Document]) -> bytes:
-    """One commit's entry of the event log."""
-    return orjson.dumps({"seq": seq, "producer": producer, "events": events})
+def log_entry(
+    seq: int | None,
+    producer: str,
+    events: Sequence[Document],
+    *,
+    at: str | None = None,
+    change: Mapping[str, Any] | None = None,
+) -> bytes:
+    """One commit's entry of the event log.
+
+    ``at`` is the commit time, ``change`` how the selected set moved (``added``,
+    ``removed``, ``size``; absent when it stayed the same). Entries written before
+    the log kept them have neither: see ``engine/history.py``.
+    """
+    entry: Document = {"seq": seq, "producer": producer}
+    if at is not None:
+        entry["at"] = at
+    if change is not None:
+        entry["change"] = change
+    entry["events"] = events
+    return orjson.dumps(entry)
 
 
 def event_page(page: EventPage) -> Document:
     return {
         "events": [
-            {"id": e.id, "version": e.version, "seq": e.seq, "producer": e.producer, **e.body}
+            {
+                "id": e.id,
+                "version": e.version,
+                "seq": e.seq,
+                "producer": e.producer,
+                "at": e.at,
+                **e.body,
+            }
             for e in page.events
         ],
         "next": page.next,
@@ -315,6 +341,7 @@ PROBLEMS: dict[type[FeatureStreamError], tuple[int, str, str]] = {
     InvalidInput: (422, "invalid-input", "Invalid input"),
     WrongStreamKind: (409, "wrong-stream-kind", "Wrong stream kind"),
     StreamNotFound: (404, "stream-not-found", "Stream not found"),
+    VersionNotFound: (404, "version-not-found", "Version not reached"),
     StreamExists: (409, "stream-exists", "Stream already exists"),
     SeqReused: (409, "seq-reused", "Seq reused with different content"),
     SequenceConflict: (409, "sequence-conflict", "Out-of-order sequence number"),

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Header, Query, Response
 from starlette.routing import BaseRoute
 
 from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath
+from featurestream.api.routes.history import past_selection_response
 from featurestream.api.schemas import EventsPublic, SelectionPublic, StatusPublic
 from featurestream.engine import StoredSelection, wire
 
@@ -33,14 +34,26 @@ def selection_response(s: StoredSelection, if_none_match: str | None) -> Respons
 @router.get(
     "/{stream_id}/selected",
     response_model=SelectionPublic,
-    responses={304: {"description": "Not modified since the version in If-None-Match."}},
+    responses={
+        304: {"description": "Not modified since the version in If-None-Match."},
+        404: {"description": "No such stream, or `version` is beyond the current version."},
+        410: {"description": "The history at `version` is no longer kept."},
+    },
 )
 async def get_selected(
     stream_id: StreamIdPath,
     engine: EngineDep,
     if_none_match: Annotated[str | None, Header()] = None,
+    version: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
 ) -> Response:
-    """The current selection in the selector's own order; ETag is the version."""
+    """The current selection in the selector's own order; ETag is the version.
+
+    With ``version``, the selection as it was after that version, rebuilt from
+    the event log (see ``GET /history``): names in alphabetical order, with
+    scores only when ``version`` is the current one.
+    """
+    if version is not None:
+        return past_selection_response(await engine.selection_at(stream_id, version))
     return selection_response(await engine.selection(stream_id), if_none_match)
 
 
