@@ -216,7 +216,7 @@ async function openStream(id) {
   await loadRecentEvents(cur);
   if (cur.closed) return;
   connectSocket(cur);
-  cur.eventsTimer = setInterval(() => refreshEvents(cur), EVENTS_REFRESH_MS);
+  cur.eventsTimer = setInterval(() => coalesced(cur, refreshEvents), EVENTS_REFRESH_MS);
   if (cur.resource.kind === "features" || (cur.algorithm && cur.algorithm.supervised)) {
     refreshEvaluation(cur);
   } else {
@@ -318,8 +318,9 @@ async function refreshStatus(cur) {
 
 async function refreshHistory(cur) {
   if (cur.historyState === "unavailable") return;
-  const last = cur.changes.length ? cur.changes[cur.changes.length - 1].version : undefined;
-  let after = last;
+  // Page on from the version read last time; "next" is null once a page reaches the
+  // stream's version.
+  let after = cur.historyVersion;
   try {
     for (let page = 0; page < HISTORY_MAX_PAGES; page++) {
       const body = await api(cur.path + "history", { after_version: after, limit: 1000 });
@@ -327,8 +328,9 @@ async function refreshHistory(cur) {
       for (const c of body.changes) {
         if (!cur.changes.length || c.version > cur.changes[cur.changes.length - 1].version) cur.changes.push(c);
       }
-      if (body.next === null || body.next === undefined || body.changes.length === 0) break;
-      after = body.next;
+      after = body.next ?? body.version;
+      cur.historyVersion = after;
+      if (body.next === null || body.next === undefined) break;
     }
     cur.historyState = "ok";
   } catch (err) {
@@ -337,9 +339,13 @@ async function refreshHistory(cur) {
       $("timeline").replaceChildren(
         el("p", { class: "unavailable", text: "Not available: this server has no selection history (GET /history)." }),
       );
-      return;
+    } else if (err instanceof ApiError && err.status === 410) {
+      // Trimmed meanwhile: start again from the oldest change kept.
+      cur.changes = [];
+      cur.historyVersion = undefined;
+    } else {
+      $("timeline-note").textContent = `Cannot read the history: ${err.message}`;
     }
-    $("timeline-note").textContent = `Cannot read the history: ${err.message}`;
     return;
   }
   renderTimeline(cur);
@@ -457,7 +463,9 @@ async function refreshStability(cur) {
     el("p", {
       class: "muted",
       text: versions.length
-        ? `over the last ${versions.length} selections (versions ${versions[0]}–${versions[versions.length - 1]}); 1 is perfectly stable`
+        ? `over the last ${versions.length} selections (versions ${versions[0]}–${versions[versions.length - 1]})` +
+          (body.features !== undefined ? ` and the ${body.features} features seen` : "") +
+          "; 1 is perfectly stable"
         : "no selections yet",
     }),
   ];
@@ -579,14 +587,30 @@ async function readEvents(cur, after) {
 }
 
 async function refreshEvents(cur) {
-  if (cur.closed || cur.readingEvents) return;
-  cur.readingEvents = true;
+  if (cur.closed) return;
   try {
     await readEvents(cur, cur.lastEvent || undefined);
   } catch (err) {
     if (err instanceof ApiError && err.status === 410) cur.lastEvent = null;
+  }
+}
+
+// One read of a kind at a time per stream; a call meanwhile makes one more read after it
+// (so the last change is always read, and a burst of changes makes at most two reads).
+async function coalesced(cur, read) {
+  const running = (cur.running ??= new Map());
+  if (running.has(read)) {
+    running.set(read, true);
+    return;
+  }
+  running.set(read, false);
+  try {
+    do {
+      running.set(read, false);
+      await read(cur);
+    } while (running.get(read) && !cur.closed);
   } finally {
-    cur.readingEvents = false;
+    running.delete(read);
   }
 }
 
@@ -653,11 +677,8 @@ function setLive(live) {
 function scheduleRefresh(cur) {
   clearTimeout(cur.refreshTimer);
   cur.refreshTimer = setTimeout(() => {
-    refreshHistory(cur);
-    refreshStatus(cur);
-    refreshStability(cur);
-    refreshEvents(cur);
-  }, 150);
+    for (const read of [refreshHistory, refreshStatus, refreshStability, refreshEvents]) coalesced(cur, read);
+  }, 100);
 }
 
 // ------------------------------------------------------------------ start

@@ -1,0 +1,276 @@
+"""The web page (``/ui/``) in headless Chromium against a live server on Redis.
+
+The page lists a stream the test made, shows its selection (bars) and the
+selection over time (the timeline), and follows a change of the selection
+within 2 s over its WebSocket. With API keys on, it asks for the key, keeps
+it in session storage only, and works once it has it (its WebSocket sends the
+key as its first message). The API docs pages load nothing from elsewhere.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import numpy as np
+import pytest
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
+
+from featurestream.api.auth import hash_key
+from tests.support import ServeProcess, wdbc
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+T = TypeVar("T")
+# The bound the issue sets for a change of the selection to show on the page.
+LIVE_WITHIN = 2.0
+KEY_ACME, KEY_BETA = "acme-key-0123456789", "beta-key-9876543210"
+
+
+def wait(driver: WebDriver, what: str, until: Callable[[WebDriver], T], timeout: float = 15) -> T:
+    try:
+        return WebDriverWait(driver, timeout, poll_frequency=0.05).until(until)
+    except TimeoutException:
+        raise AssertionError(f"the page did not show {what} within {timeout} s") from None
+
+
+def js(driver: WebDriver, script: str, *args: Any) -> Any:
+    return driver.execute_script(script, *args)
+
+
+def shown_names(driver: WebDriver, selector: str) -> set[str]:
+    found = js(
+        driver,
+        "return [...document.querySelectorAll(arguments[0])].map(e => e.dataset.name);",
+        selector,
+    )
+    return set(found)
+
+
+def foreign_resources(driver: WebDriver, origin: str) -> list[str]:
+    """Every resource the page loaded that did not come from ``origin``."""
+    loaded = js(
+        driver,
+        "return performance.getEntriesByType('resource').map(e => e.name).concat([location.href]);",
+    )
+    return [u for u in loaded if not u.startswith(origin + "/")]
+
+
+def auth(key: str | None) -> dict[str, str]:
+    return {} if key is None else {"Authorization": f"Bearer {key}"}
+
+
+def create_feature_stream(url: str, stream_id: str, key: str | None = None) -> np.ndarray:
+    X, y = wdbc()
+    body = {"id": stream_id, "algorithm": "saola", "target": y.tolist()}
+    r = httpx.post(url + "/v1/streams", json=body, headers=auth(key), timeout=30)
+    assert r.status_code == 201, r.text
+    return X
+
+
+def post_columns(
+    url: str, stream_id: str, columns: dict[str, np.ndarray], key: str | None = None
+) -> dict[str, Any]:
+    body = {"features": [{"name": n, "values": v.tolist()} for n, v in columns.items()]}
+    r = httpx.post(
+        f"{url}/v1/streams/{stream_id}/features", json=body, headers=auth(key), timeout=30
+    )
+    assert r.status_code == 200, r.text
+    result: dict[str, Any] = r.json()
+    return result
+
+
+def selected(url: str, stream_id: str, key: str | None = None) -> dict[str, Any]:
+    r = httpx.get(f"{url}/v1/streams/{stream_id}/selected", headers=auth(key), timeout=30)
+    assert r.status_code == 200, r.text
+    doc: dict[str, Any] = r.json()
+    return doc
+
+
+@pytest.fixture
+def server(redis_url: str, key_prefix: str) -> Iterator[ServeProcess]:
+    s = ServeProcess(redis_url, key_prefix).start()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture
+def keyed_server(redis_url: str, key_prefix: str, tmp_path: Path) -> Iterator[ServeProcess]:
+    keys = tmp_path / "api-keys"
+    keys.write_text(f"acme:{hash_key(KEY_ACME)}\nbeta:{hash_key(KEY_BETA)}\n")
+    s = ServeProcess(redis_url, key_prefix, env={"FEATURESTREAM_API_KEYS_FILE": str(keys)})
+    s.start()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def test_page_lists_the_stream_shows_selection_and_timeline_and_follows_changes(
+    server: ServeProcess, browser: WebDriver, artefacts: Path
+) -> None:
+    url = server.url
+    X = create_feature_stream(url, "ui-wdbc")
+    # Three batches: the selection changes more than once, the timeline has columns.
+    for start in (0, 4, 8):
+        post_columns(url, "ui-wdbc", {f"f{i}": X[i] for i in range(start, start + 4)})
+    before = selected(url, "ui-wdbc")
+    names_before = {f["name"] for f in before["features"]}
+    assert names_before, "the test's data should select something"
+
+    browser.get(url + "/ui/")
+    link = wait(
+        browser,
+        "the stream in the list",
+        lambda d: d.find_element(By.CSS_SELECTOR, '#streams a[data-stream="ui-wdbc"]'),
+    )
+    link.click()
+    wait(
+        browser,
+        "the selection's bars",
+        lambda d: shown_names(d, "#selection-chart g.feature") == names_before,
+    )
+    history = httpx.get(url + "/v1/streams/ui-wdbc/history", timeout=30).json()["changes"]
+    last = history[-1]["version"]
+    wait(
+        browser,
+        "the timeline, ending with the current selection",
+        lambda d: (
+            shown_names(d, f'#timeline-chart rect.cell[data-version="{last}"]') == names_before
+        ),
+    )
+    columns = js(
+        browser,
+        "return new Set([...document.querySelectorAll('#timeline-chart rect.cell')]"
+        ".map(e => e.dataset.version)).size;",
+    )
+    assert columns == len({c["version"] for c in history if c["size"] > 0})
+    # The score kind of SAOLA's default test labels the bars.
+    assert "abs correlation" in browser.find_element(By.ID, "score-kind").text
+    wait(browser, "the WebSocket live", lambda d: d.find_element(By.ID, "live").text == "live")
+
+    # A column that is the target itself, blurred: SAOLA selects it.
+    rng = np.random.default_rng(7)
+    target = wdbc()[1]
+    strong = target + 0.05 * rng.standard_normal(target.shape[0])
+    t0 = time.monotonic()
+    result = post_columns(url, "ui-wdbc", {"strong": strong})
+    assert result["decisions"][0]["accepted"], result
+    wait(
+        browser,
+        "the new selection",
+        lambda d: "strong" in shown_names(d, "#selection-chart g.feature"),
+        timeout=LIVE_WITHIN,
+    )
+    wait(
+        browser,
+        "the new timeline column",
+        lambda d: "strong" in shown_names(d, "#timeline-chart rect.cell"),
+        timeout=max(0.05, LIVE_WITHIN - (time.monotonic() - t0)),
+    )
+    latency = time.monotonic() - t0
+    assert latency < LIVE_WITHIN, latency
+    feed = browser.find_element(By.ID, "feed").text
+    assert "strong" in feed, feed
+    stability = httpx.get(url + "/v1/streams/ui-wdbc/stability", timeout=30).json()
+    wait(
+        browser,
+        "Nogueira's stability",
+        lambda d: d.find_element(By.ID, "nogueira").text == f"{stability['nogueira']:.3f}",
+    )
+
+    assert foreign_resources(browser, url) == []
+    browser.save_screenshot(str(artefacts / "ui-stream.png"))
+
+
+def test_page_asks_for_the_key_keeps_it_out_of_urls_and_works_with_it(
+    keyed_server: ServeProcess, browser: WebDriver, artefacts: Path
+) -> None:
+    url = keyed_server.url
+    X = create_feature_stream(url, "acme-stream", KEY_ACME)
+    post_columns(url, "acme-stream", {f"f{i}": X[i] for i in range(6)}, KEY_ACME)
+    create_feature_stream(url, "beta-stream", KEY_BETA)
+    names = {f["name"] for f in selected(url, "acme-stream", KEY_ACME)["features"]}
+
+    browser.get(url + "/ui/#stream=acme-stream")
+    wait(browser, "the key prompt", lambda d: js(d, "return document.getElementById('auth').open"))
+    browser.save_screenshot(str(artefacts / "ui-key-prompt.png"))
+    assert browser.find_element(By.ID, "streams").text == ""
+
+    box = browser.find_element(By.ID, "auth-key")
+    box.send_keys("not-a-key")
+    browser.find_element(By.ID, "auth-submit").click()
+    wait(
+        browser,
+        "that the key was refused",
+        lambda d: (
+            "refused" in d.find_element(By.ID, "auth-error").text
+            and js(d, "return document.getElementById('auth').open")
+        ),
+    )
+
+    browser.find_element(By.ID, "auth-key").send_keys(KEY_ACME)
+    browser.find_element(By.ID, "auth-submit").click()
+    wait(
+        browser,
+        "the tenant's stream",
+        lambda d: "acme-stream" in d.find_element(By.ID, "streams").text,
+    )
+    assert "beta-stream" not in browser.find_element(By.ID, "streams").text
+    wait(
+        browser,
+        "the selection",
+        lambda d: shown_names(d, "#selection-chart g.feature") == names,
+    )
+    # The WebSocket authenticated with its first message.
+    wait(browser, "the WebSocket live", lambda d: d.find_element(By.ID, "live").text == "live")
+    rng = np.random.default_rng(3)
+    target = wdbc()[1]
+    post_columns(
+        url, "acme-stream", {"strong": target + 0.05 * rng.standard_normal(target.size)}, KEY_ACME
+    )
+    wait(
+        browser,
+        "the new selection, live",
+        lambda d: "strong" in shown_names(d, "#selection-chart g.feature"),
+        timeout=LIVE_WITHIN,
+    )
+
+    assert js(browser, "return sessionStorage.getItem('featurestream.key')") == KEY_ACME
+    assert js(browser, "return localStorage.length") == 0
+    loaded = js(browser, "return performance.getEntriesByType('resource').map(e => e.name)")
+    assert loaded and not [u for u in loaded if KEY_ACME in u]
+    assert KEY_ACME not in browser.current_url
+
+    # A reload in the same tab needs no key again.
+    browser.refresh()
+    wait(
+        browser, "the stream list", lambda d: "acme-stream" in d.find_element(By.ID, "streams").text
+    )
+    assert not js(browser, "return document.getElementById('auth').open")
+    browser.save_screenshot(str(artefacts / "ui-with-key.png"))
+
+
+def test_api_docs_render_from_this_server_only(
+    server: ServeProcess, browser: WebDriver, artefacts: Path
+) -> None:
+    browser.get(server.url + "/docs")
+    title = wait(
+        browser,
+        "the rendered API description at /docs",
+        lambda d: d.find_element(By.CSS_SELECTOR, ".swagger-ui .info .title"),
+        timeout=30,
+    )
+    assert "featurestream" in title.text
+    # The operations are listed (the spec was read and rendered).
+    assert browser.find_elements(By.CSS_SELECTOR, ".opblock-summary-path")
+    assert foreign_resources(browser, server.url) == []
+    browser.save_screenshot(str(artefacts / "api-docs.png"))
