@@ -1,0 +1,105 @@
+"""History and stability through the SDK, against a ``featurestream serve`` process on Redis."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import anyio
+import pandas as pd
+import pytest
+
+from featurestream.evaluation.stability import consecutive_jaccard, nogueira
+from featurestream_client import (
+    AsyncClient,
+    Client,
+    History,
+    HistoryTrimmed,
+    Stream,
+    VersionNotFound,
+)
+from tests import support
+from tests.support import ServeProcess
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def server(redis_url: str, key_prefix: str) -> Iterator[ServeProcess]:
+    env = {"FEATURESTREAM_EVENT_RETENTION": "100"}
+    s = ServeProcess(redis_url, key_prefix, env=env).start()
+    yield s
+    s.kill()
+
+
+def _feed(stream: Stream) -> dict[int, list[str]]:
+    X, _ = support.wdbc()
+    after: dict[int, list[str]] = {0: []}
+    for start in range(0, 30, 2):
+        names = [f"x{j}" for j in range(start, start + 2)]
+        r = stream.add_features(X[start : start + 2].T, names=names)
+        after[r.version] = list(r.selected)
+    return after
+
+
+def test_sdk_reads_history_selection_at_a_version_and_stability(server: ServeProcess) -> None:
+    _, y = support.wdbc()
+    sid = f"h-{uuid.uuid4().hex[:8]}"
+    with Client(server.url, timeout=30) as client:
+        stream = client.create_stream("saola", target=y, id=sid)
+        after = _feed(stream)
+        current = max(after)
+        for v, names in after.items():
+            assert sorted(stream.selected(version=v).names) == sorted(names)
+        with pytest.raises(VersionNotFound):
+            stream.selected(version=current + 1)
+
+        history = stream.history()
+        assert isinstance(history, History) and history.version == current
+        moved = [v for v in sorted(after)[1:] if set(after[v]) != set(after[v - 1])]
+        assert [c.version for c in history] == moved
+        for c in history:
+            assert set(c.added) == set(after[c.version]) - set(after[c.version - 1])
+            assert set(c.removed) == set(after[c.version - 1]) - set(after[c.version])
+            assert c.size == len(after[c.version])
+        # Page by page (2 per page) gives the same list.
+        assert list(stream.history(limit=2)) == list(history)[:2]
+        assert list(stream.history(after_version=moved[0])) == list(history)[1:]
+
+        frame = history.to_frame()
+        assert list(frame.columns) == ["version", "at", "added", "removed", "size"]
+        assert frame["version"].tolist() == moved
+        assert str(frame["at"].dt.tz) == "UTC"
+        assert frame["at"].is_monotonic_increasing
+        assert isinstance(frame, pd.DataFrame)
+
+        stab = stream.stability(last=5)
+        sels = [set(after[v]) for v in moved[-5:]]
+        assert list(stab.versions) == moved[-5:]
+        assert list(stab.jaccard) == pytest.approx(consecutive_jaccard(sels))
+        assert stab.features == 30 - 2 * sum(1 for v in after if v > moved[-1])
+        universe = [f"x{j}" for j in range(stab.features)]
+        assert stab.nogueira == pytest.approx(nogueira(sels, universe))
+
+    async def run() -> None:
+        async with AsyncClient(server.url, timeout=30) as aclient:
+            astream = await aclient.get_stream(sid)
+            assert (await astream.history()) == history
+            assert sorted((await astream.selected(version=1)).names) == sorted(after[1])
+            assert (await astream.stability(last=5)) == stab
+
+    anyio.run(run)
+
+
+def test_sdk_raises_history_trimmed_past_the_retained_log(server: ServeProcess) -> None:
+    X, y = support.wdbc()
+    with Client(server.url, timeout=30) as client:
+        stream = client.create_stream("saola", target=y)
+        for i in range(105):
+            stream.add_features(X[i % 30 : i % 30 + 1].T + 0.001 * i, names=[f"c{i}"])
+        with pytest.raises(HistoryTrimmed):
+            stream.selected(version=2)
+        with pytest.raises(HistoryTrimmed):
+            stream.history(after_version=2)
+        assert stream.selected(version=50).version == 50
+        assert all(c.version > 5 for c in stream.history())
