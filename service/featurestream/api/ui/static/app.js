@@ -271,8 +271,9 @@ function renderSelection(cur, version, features) {
   const value = (f) => (f.score === null || f.score === undefined ? null : kind && kind.magnitude ? Math.abs(f.score) : f.score);
   const max = Math.max(1e-12, ...features.map((f) => Math.abs(value(f) ?? 0)));
   const rowH = 20;
-  const labelW = 150;
-  const barW = 220;
+  const longest = Math.max(...features.map((f) => Math.min(28, f.name.length)));
+  const labelW = Math.max(60, Math.round(longest * 6.6) + 10);
+  const barW = 240;
   const chart = svg("svg", {
     class: "fit",
     viewBox: `0 0 ${labelW + barW + 70} ${features.length * rowH + 4}`,
@@ -286,7 +287,7 @@ function renderSelection(cur, version, features) {
     const y = i * rowH;
     const row = svg("g", { class: "feature", "data-name": f.name });
     row.append(svg("title", {}, `${f.name}${f.group ? ` (group ${f.group})` : ""}: ${fmt(f.score, 6)}`));
-    row.append(svg("text", { x: labelW - 6, y: y + 14, "text-anchor": "end" }, truncate(f.name, 22)));
+    row.append(svg("text", { x: labelW - 6, y: y + 14, "text-anchor": "end" }, truncate(f.name, 28)));
     const v = value(f);
     const w = v === null ? 0 : Math.max(1, (Math.abs(v) / max) * barW);
     row.append(svg("rect", { class: "bar", x: labelW, y: y + 3, width: w, height: rowH - 6 }));
@@ -296,6 +297,8 @@ function renderSelection(cur, version, features) {
   box.replaceChildren(chart);
 }
 
+const STATUS_SHOWN_ELSEWHERE = new Set(["id", "algorithm", "kind", "warnings"]);
+
 async function refreshStatus(cur) {
   try {
     const status = await api(cur.path + "status");
@@ -303,7 +306,7 @@ async function refreshStatus(cur) {
     const dl = $("status");
     dl.replaceChildren();
     for (const [k, v] of Object.entries(status)) {
-      if (k === "warnings" || (v !== null && typeof v === "object")) continue;
+      if (STATUS_SHOWN_ELSEWHERE.has(k) || (v !== null && typeof v === "object")) continue;
       dl.append(el("dt", { text: humanize(k) }), el("dd", { text: fmt(v) }));
     }
     for (const w of status.warnings || []) {
@@ -391,23 +394,28 @@ function renderTimeline(cur) {
     `Each column is a version where the selection changed; a filled cell: the feature was selected.` +
     (notes.length ? ` Showing ${notes.join(" and ")}.` : "");
 
-  const cell = 14;
-  const labelW = 170;
+  const longest = Math.max(...rows.map((n) => Math.min(28, n.length)));
+  const labelW = Math.max(60, Math.round(longest * 6.6) + 10);
+  const cell = 16;
+  // Columns as wide as the card allows, 16 to 40 px.
+  const room = Math.max(0, box.clientWidth - labelW - 20);
+  const cellW = Math.max(cell, Math.min(40, Math.floor(room / cols.length)));
+  const rotate = cellW < 8 * String(cols[cols.length - 1].version).length;
   const top = 8;
-  const axisH = 44;
-  const width = labelW + cols.length * cell + 10;
+  const axisH = rotate ? 44 : 30;
+  const width = labelW + cols.length * cellW + 10;
   const height = top + rows.length * cell + axisH;
   const chart = svg("svg", { width, height, role: "img", "aria-label": "selection over time", id: "timeline-chart" });
   rows.forEach((name, r) => {
     const y = top + r * cell;
     chart.append(svg("line", { class: "grid-line", x1: labelW, x2: width - 10, y1: y + cell, y2: y + cell }));
-    const label = svg("text", { x: labelW - 6, y: y + cell - 3, "text-anchor": "end", class: "row-label" }, truncate(name, 26));
+    const label = svg("text", { x: labelW - 6, y: y + cell - 4, "text-anchor": "end", class: "row-label" }, truncate(name, 28));
     label.append(svg("title", {}, name));
     chart.append(label);
   });
   const every = Math.max(1, Math.ceil(cols.length / 16));
   cols.forEach((c, i) => {
-    const x = labelW + i * cell;
+    const x = labelW + i * cellW;
     const set = colSets[i];
     rows.forEach((name, r) => {
       if (!set.has(name)) return;
@@ -415,7 +423,7 @@ function renderTimeline(cur) {
         class: "cell",
         x: x + 1,
         y: top + r * cell + 1,
-        width: cell - 2,
+        width: cellW - 2,
         height: cell - 2,
         "data-version": c.version,
         "data-name": name,
@@ -424,14 +432,11 @@ function renderTimeline(cur) {
       chart.append(rect);
     });
     if (i % every === 0 || i === cols.length - 1) {
-      const ty = top + rows.length * cell + 10;
-      const t = svg("text", {
-        class: "axis",
-        x: x + cell / 2,
-        y: ty,
-        transform: `rotate(-45 ${x + cell / 2} ${ty})`,
-        "text-anchor": "end",
-      }, String(c.version));
+      const ty = top + rows.length * cell + 12;
+      const cx = x + cellW / 2;
+      const t = svg("text", rotate
+        ? { class: "axis", x: cx, y: ty, transform: `rotate(-45 ${cx} ${ty})`, "text-anchor": "end" }
+        : { class: "axis", x: cx, y: ty, "text-anchor": "middle" }, String(c.version));
       t.append(svg("title", {}, `version ${c.version} at ${c.at}: +${(c.added || []).length} −${(c.removed || []).length}, ${c.size} selected`));
       chart.append(t);
     }
@@ -472,17 +477,18 @@ async function refreshStability(cur) {
   if (jaccard.length) {
     const w = 300;
     const h = 70;
-    const step = jaccard.length > 1 ? w / (jaccard.length - 1) : 0;
+    const pad = 5;
+    const step = jaccard.length > 1 ? (w - 2 * pad) / (jaccard.length - 1) : 0;
     const y = (v) => 6 + (1 - (v ?? 0)) * (h - 12);
     const chart = svg("svg", { width: w + 90, height: h + 6, role: "img", "aria-label": "Jaccard of consecutive selections" });
     chart.append(svg("line", { class: "grid-line", x1: 0, x2: w, y1: y(1), y2: y(1) }));
     chart.append(svg("line", { class: "grid-line", x1: 0, x2: w, y1: y(0), y2: y(0) }));
     chart.append(svg("text", { class: "axis", x: w + 6, y: y(1) + 4 }, "1"));
     chart.append(svg("text", { class: "axis", x: w + 6, y: y(0) + 4 }, "0  Jaccard"));
-    const points = jaccard.map((v, i) => `${i * step},${y(v)}`).join(" ");
+    const points = jaccard.map((v, i) => `${pad + i * step},${y(v)}`).join(" ");
     chart.append(svg("polyline", { class: "spark", points }));
     jaccard.forEach((v, i) => {
-      const dot = svg("circle", { class: "dot", cx: i * step, cy: y(v), r: 2.5 });
+      const dot = svg("circle", { class: "dot", cx: pad + i * step, cy: y(v), r: 2.5 });
       dot.append(svg("title", {}, `versions ${versions[i]}→${versions[i + 1]}: ${fmt(v, 3)}`));
       chart.append(dot);
     });
@@ -678,6 +684,7 @@ function scheduleRefresh(cur) {
   clearTimeout(cur.refreshTimer);
   cur.refreshTimer = setTimeout(() => {
     for (const read of [refreshHistory, refreshStatus, refreshStability, refreshEvents]) coalesced(cur, read);
+    loadStreams();
   }, 100);
 }
 
