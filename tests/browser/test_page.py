@@ -274,3 +274,44 @@ def test_api_docs_render_from_this_server_only(
     assert browser.find_elements(By.CSS_SELECTOR, ".opblock-summary-path")
     assert foreign_resources(browser, server.url) == []
     browser.save_screenshot(str(artefacts / "api-docs.png"))
+
+
+# Before the page's own script runs: answer the reads of an older server, which has no
+# history, stability or evaluation endpoints, with that server's 404.
+OLDER_SERVER = """
+const realFetch = window.fetch.bind(window);
+window.fetch = (input, init) => {
+  const url = new URL(input instanceof Request ? input.url : String(input), location.href);
+  if (/\\/(history|stability|evaluation)$/.test(url.pathname)) {
+    const body = JSON.stringify({type: "/problems/not-found", title: "Not Found", status: 404});
+    return Promise.resolve(new Response(body, {
+      status: 404, headers: {"content-type": "application/problem+json"},
+    }));
+  }
+  return realFetch(input, init);
+};
+"""
+
+
+def test_sections_a_server_lacks_say_not_available_and_the_rest_works(
+    server: ServeProcess, browser: WebDriver, artefacts: Path
+) -> None:
+    url = server.url
+    X = create_feature_stream(url, "older")
+    post_columns(url, "older", {f"f{i}": X[i] for i in range(6)})
+    names = {f["name"] for f in selected(url, "older")["features"]}
+    browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": OLDER_SERVER})
+    browser.get(url + "/ui/#stream=older")
+    wait(
+        browser,
+        "the selection's bars",
+        lambda d: shown_names(d, "#selection-chart g.feature") == names,
+    )
+    for section in ("timeline", "stability", "evaluation"):
+        wait(
+            browser,
+            f"'Not available' in the {section} section",
+            lambda d, s=section: d.find_element(By.ID, s).text.startswith("Not available"),
+        )
+    wait(browser, "the WebSocket live", lambda d: d.find_element(By.ID, "live").text == "live")
+    browser.save_screenshot(str(artefacts / "ui-older-server.png"))
