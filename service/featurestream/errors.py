@@ -115,6 +115,17 @@ class VersionNotFound(FeatureStreamError, LookupError):
         return {"stream_id": self.stream_id, "current_version": self.current}
 
 
+class EvaluationUnavailable(FeatureStreamError):
+    """The stream's selection cannot be evaluated (its selector keeps nothing to score)."""
+
+    def __init__(self, message: str, *, algorithm: str) -> None:
+        super().__init__(message)
+        self.algorithm = algorithm
+
+    def fields(self) -> dict[str, Any]:
+        return {"algorithm": self.algorithm}
+
+
 class StreamExists(FeatureStreamError):
     """A stream with this id already exists."""
 
@@ -297,6 +308,7 @@ class StoreFull(StoreUnavailable):
 __all__ = [
     "ConcurrentUpdate",
     "DuplicateNames",
+    "EvaluationUnavailable",
     "FeatureStreamError",
     "HistoryTrimmed",
     "InvalidInput",

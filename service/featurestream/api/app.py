@@ -24,7 +24,15 @@ from featurestream.api.middleware import (
     RequestContextMiddleware,
     SelectionReads,
 )
-from featurestream.api.routes import features, history, instances, ops, selection, streams
+from featurestream.api.routes import (
+    evaluation,
+    features,
+    history,
+    instances,
+    ops,
+    selection,
+    streams,
+)
 from featurestream.config import Settings
 from featurestream.engine import StreamEngine
 from featurestream.logs import configure_logging
@@ -78,7 +86,7 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
     app.state.metrics = metrics
     app.state.keys = keys
     problems.install(app)
-    for module in (streams, features, instances, selection, history, ws, ops):
+    for module in (streams, features, instances, selection, history, evaluation, ws, ops):
         app.include_router(module.router)
     ui.install(app)
     # Innermost: the polled read, answered ahead of the router (see api/middleware.py).

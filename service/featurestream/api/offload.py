@@ -8,6 +8,10 @@ decoding costs less than handing the work to a thread and back (a thread hop
 costs tens of microseconds; 64 KiB of JSON take about a millisecond with
 orjson and the bulk checks, so the loop is never held much longer than that).
 
+Evaluations (``GET /evaluation``: scikit-learn fits) always run in a worker
+thread, at most ``EVALUATION_THREADS`` at once under a limiter of their own
+(``compute``), so they never take the threads of decodes or writes.
+
 At most ``DECODE_THREADS`` decodes run at once, under a limiter of their own:
 decoding holds the GIL most of the time, so more threads would only contend
 with each other, and a flood of large bodies waits here instead of taking the
@@ -28,9 +32,15 @@ T = TypeVar("T")
 
 INLINE_BYTES = 64 * 1024
 DECODE_THREADS = 2
+EVALUATION_THREADS = 1
 
 # One limiter per event loop (a limiter belongs to the loop that made it).
 _limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+_heavy: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -44,6 +54,15 @@ def limiter() -> anyio.CapacityLimiter:
     return lim
 
 
+async def compute(fn: Callable[[], T]) -> T:
+    """``fn()`` in a worker thread, at most ``EVALUATION_THREADS`` at once (any size)."""
+    loop = asyncio.get_running_loop()
+    lim = _heavy.get(loop)
+    if lim is None:
+        lim = _heavy[loop] = anyio.CapacityLimiter(EVALUATION_THREADS)
+    return await anyio.to_thread.run_sync(fn, limiter=lim)
+
+
 async def run(size: int, fn: Callable[[], T]) -> T:
     """``fn()``: inline for input under ``INLINE_BYTES``, else in a decode thread."""
     if size < INLINE_BYTES:
@@ -51,4 +70,4 @@ async def run(size: int, fn: Callable[[], T]) -> T:
     return await anyio.to_thread.run_sync(fn, limiter=limiter())
 
 
-__all__ = ["DECODE_THREADS", "INLINE_BYTES", "limiter", "run"]
+__all__ = ["DECODE_THREADS", "EVALUATION_THREADS", "INLINE_BYTES", "compute", "limiter", "run"]

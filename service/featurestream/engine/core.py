@@ -37,6 +37,7 @@ import numpy.typing as npt
 from featurestream import codec
 from featurestream.config import Settings
 from featurestream.engine import catalogue, wire
+from featurestream.engine import evaluation as judged
 from featurestream.engine import history as past
 from featurestream.engine.budget import Budget
 from featurestream.engine.cache import Live, StreamCache, footprint
@@ -130,6 +131,7 @@ class StreamEngine:
         self._clock = clock
         self.cache = StreamCache(settings.cache_streams, settings.cache_bytes)
         self.counters: Counter[str] = Counter()
+        self.evaluations = judged.EvaluationCache()
 
     # ------------------------------------------------------------------ catalogue
 
@@ -279,6 +281,31 @@ class StreamEngine:
     async def stability(self, stream_id: str, last: int = 20) -> past.Stability:
         """Jaccard and Nogueira's stability over the last ``last`` selections."""
         return await past.stability(self.store, stream_id, last)
+
+    async def evaluation(
+        self,
+        stream_id: str,
+        model: str,
+        folds: int,
+        repeats: int,
+        run: judged.Run[dict[str, Any]],
+    ) -> dict[str, Any]:
+        """How good the current selection is (``evaluation.py``); heavy work goes to ``run``."""
+        judged.check_query(model, folds, repeats)
+        view = await self._view(stream_id)
+        return await judged.evaluate(view, self.evaluations, stream_id, model, folds, repeats, run)
+
+    async def _view(self, stream_id: str) -> judged.StateView:
+        """The committed state of the stream, as the store holds it now."""
+        async with self.cache.locked(stream_id):
+            while True:
+                live = await self._live(stream_id)
+                if not await self._stale(stream_id, live):
+                    break
+            sel = live.selector
+            return judged.StateView(
+                live.info, live.incarnation, live.version, sel.name, sel.snapshot()
+            )
 
     # ------------------------------------------------------------------ writes
 

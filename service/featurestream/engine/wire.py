@@ -37,6 +37,7 @@ from featurestream.engine.results import (
 )
 from featurestream.errors import (
     ConcurrentUpdate,
+    EvaluationUnavailable,
     FeatureStreamError,
     HistoryTrimmed,
     InvalidInput,
@@ -357,6 +358,7 @@ PROBLEMS: dict[type[FeatureStreamError], tuple[int, str, str]] = {
     NumericallyUnstable: (422, "numerically-unstable", "Numerically unstable"),
     StoreFull: (503, "store-full", "State store full"),
     HistoryTrimmed: (410, "history-trimmed", "History no longer kept"),
+    EvaluationUnavailable: (422, "evaluation-unavailable", "Evaluation unavailable"),
     CodecError: (500, "corrupt-state", "Stored state cannot be decoded"),
 }
 

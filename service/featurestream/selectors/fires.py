@@ -17,10 +17,11 @@ Discovery and Data Mining (KDD), 2020.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
+import numpy.typing as npt
 
 from featurestream.selectors.base import JSON, InstanceSelector, Matrix, Vector
 from featurestream.selectors.decisions import (
@@ -29,6 +30,7 @@ from featurestream.selectors.decisions import (
     SelectedFeature,
 )
 from featurestream.selectors.params import Boolean, Interval, Params, StrOptions
+from featurestream.selectors.prequential import no_flags, tally
 from featurestream.selectors.targets import typed_labels
 from featurestream.stats.fires import fires_update, fires_update_ovr, fires_weights, top_m
 from featurestream.stats.scaling import standardise_running
@@ -97,6 +99,8 @@ class FIRESState:
         count is ``instances_seen``.
     instances_seen, batches_seen : counters; every learn call with at least
         one instance is one batch (the batch boundaries are part of the result).
+    predicted, correct, recent : prequential accuracy (``prequential.py``): the
+        instances predicted and predicted right, and the last 1,000 outcomes.
     """
 
     feature_names: tuple[str, ...]
@@ -112,6 +116,9 @@ class FIRESState:
     target_type: str = ""
     classes: tuple[Any, ...] = ()
     first_label: Any = None
+    predicted: int = 0
+    correct: int = 0
+    recent: npt.NDArray[np.bool_] = field(default_factory=no_flags)
 
 
 class FIRES(InstanceSelector[FIRESParams, FIRESState]):
@@ -253,6 +260,8 @@ class FIRES(InstanceSelector[FIRESParams, FIRESState]):
         if p.scale == "standard":
             z = standardise_running(s.instances_seen, mean, M2, X)
             X, mean, M2 = z.Z, z.mean, z.M2
+        # Test, then train: each instance is predicted by the model before the batch.
+        hits = _predicted_right(mu0, X, labels, multiclass)
         if multiclass:
             # One-vs-rest: model k learns class k against the rest (docs/algorithms.md,
             # "Targets"); each model on its own, so the class order changes nothing.
@@ -286,6 +295,7 @@ class FIRES(InstanceSelector[FIRESParams, FIRESState]):
             scale_M2=M2,
             instances_seen=s.instances_seen + n_b,
             batches_seen=s.batches_seen + 1,
+            **tally(s, hits),
         )
         after, _ = self._order()
         return InstanceUpdate(
@@ -293,6 +303,15 @@ class FIRES(InstanceSelector[FIRESParams, FIRESState]):
             instances_seen=self.state.instances_seen,
             selection_changed=not np.array_equal(before, after),
         )
+
+
+def _predicted_right(mu: Matrix, X: Any, labels: Vector, multiclass: bool) -> Any:
+    """Whether each row was predicted right: the sign of its probit mean mu . x (+1 when
+    >= 0) for a binary stream, the class of the largest mu_k . x for a multi-class one."""
+    margins = np.asarray(X @ np.asarray(mu).T, dtype=np.float64).reshape(X.shape[0], -1)
+    if multiclass:
+        return np.argmax(margins, axis=1) == np.asarray(labels, dtype=np.int64)
+    return np.where(margins[:, 0] >= 0.0, 1.0, -1.0) == np.asarray(labels, dtype=np.float64)
 
 
 def _grow_models(p: FIRESParams, s: FIRESState, classes: tuple[Any, ...]) -> tuple[Matrix, Matrix]:

@@ -30,6 +30,7 @@ from featurestream.selectors.decisions import (
     SelectedFeature,
 )
 from featurestream.selectors.params import Interval, Params, StrOptions
+from featurestream.selectors.prequential import no_flags, tally
 from featurestream.selectors.targets import typed_labels
 from featurestream.stats.sparse import is_sparse
 
@@ -99,6 +100,8 @@ class OFSState:
     scale_mean, scale_M2 : the running mean and sum of squared deviations of
         every feature, (d,), with ``scale: "standard"``; empty otherwise (and in
         states stored before scaling existed).
+    predicted, correct, recent : prequential accuracy (``prequential.py``): the
+        instances predicted and predicted right, and the last 1,000 outcomes.
     """
 
     feature_names: tuple[str, ...]
@@ -113,6 +116,9 @@ class OFSState:
     target_type: str = ""
     classes: tuple[Any, ...] = ()
     first_label: Any = None
+    predicted: int = 0
+    correct: int = 0
+    recent: npt.NDArray[np.bool_] = field(default_factory=no_flags)
 
 
 def truncate(v: Vector, B: int) -> None:
@@ -344,6 +350,8 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
             scale_mean=mean,
             scale_M2=M2,
             **target,
+            # Each prediction was made before the step that learnt its instance.
+            **tally(s, preds == np.asarray(labels)[: preds.shape[0]]),
         )
         return InstanceUpdate(
             instances=m,

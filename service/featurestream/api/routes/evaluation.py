@@ -1,0 +1,41 @@
+"""``GET /evaluation``: how good a stream's current selection is.
+
+What is computed, for which streams, and its bounds: ``engine/evaluation.py``.
+The scikit-learn fits run in a worker thread (``offload.compute``), never on
+the event loop.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+
+from featurestream.api import offload
+from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath
+from featurestream.engine.evaluation import MAX_FOLDS, MAX_REPEATS
+
+router = APIRouter(prefix="/v1/streams", tags=["history"], dependencies=AUTHENTICATED)
+
+
+@router.get(
+    "/{stream_id}/evaluation",
+    responses={
+        413: {"description": "Too expensive to compute: fewer folds or repeats."},
+        422: {"description": "Bad parameters, or a stream that cannot be evaluated."},
+    },
+)
+async def get_evaluation(
+    stream_id: StreamIdPath,
+    engine: EngineDep,
+    model: Annotated[str, Query(max_length=32)] = "knn",
+    folds: Annotated[int, Query(ge=2, le=MAX_FOLDS)] = 5,
+    repeats: Annotated[int, Query(ge=1, le=MAX_REPEATS)] = 1,
+) -> JSONResponse:
+    """Feature streams: the cross-validated score of ``model`` (``knn``, ``logistic``,
+    ``naive_bayes``, ``linear``) on the current selection, per fold, beside the best
+    single selected feature. Supervised instance streams: the prequential
+    (test-then-train) accuracy, overall and over the last 1,000 instances."""
+    doc: dict[str, Any] = await engine.evaluation(stream_id, model, folds, repeats, offload.compute)
+    return JSONResponse(doc)

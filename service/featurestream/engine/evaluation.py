@@ -1,0 +1,260 @@
+"""How good a stream's selection is: ``GET /evaluation``.
+
+Feature streams: the cross-validated score of a scikit-learn model on the
+columns of the current selection, beside that of the best single selected
+feature (``evaluation/crossval.py`` gives the models and the folds: shuffled
+``StratifiedKFold`` for class targets, ``KFold`` for continuous ones, repetition r
+with ``random_state = fold_seed(0, r)``). The columns are the values the
+client sent, so a selector must keep them:
+
+* SAOLA keeps the selected columns as sent;
+* Grafting keeps them standardised with their means and standard deviations,
+  and they are restored from those (exact to rounding);
+* the other feature-stream selectors keep only transformed columns (OSFS,
+  Fast-OSFS and group-SAOLA standardised ones or discrete codes, without what it
+  takes to undo that) or none (alpha-investing keeps an orthonormal basis):
+  their streams answer ``422 evaluation-unavailable``.
+
+Supervised instance streams (OFS, FIRES): the prequential (test-then-train)
+accuracy the selector counts as it learns (``selectors/base.py``,
+``Prequential``), overall and over the last 1,000 instances. Unsupervised ones
+(FSDS, NRFS): ``422 evaluation-unavailable``.
+
+Results are cached per (stream, incarnation, version, query); the work runs
+in whatever ``run`` the caller hands in (the API: a worker thread, never the
+event loop). Its cost is bounded: ``MAX_CELLS`` values fitted in all, and knn
+on at most ``MAX_KNN_ROWS`` rows (it compares every test row with every
+training row); above that, ``413 limit-exceeded``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from featurestream.errors import EvaluationUnavailable, InvalidInput, LimitExceeded
+
+T = TypeVar("T")
+Run = Callable[[Callable[[], T]], Awaitable[T]]
+
+MODELS = ("knn", "logistic", "naive_bayes", "linear")
+SEED = 0
+MAX_FOLDS = 10
+MAX_REPEATS = 10
+# Rows x (selected features + 1) x folds x repeats: the values all the fits go through.
+MAX_CELLS = 20_000_000
+MAX_KNN_ROWS = 20_000
+# Prequential accuracy "recently": over this many latest instances.
+RECENT = 1000
+# Cached results (each a few hundred bytes).
+CACHE_ENTRIES = 256
+
+FEATURE_COLUMNS = ("saola", "grafting")
+SUPERVISED_INSTANCES = ("ofs", "fires")
+
+
+@dataclass(frozen=True)
+class StateView:
+    """A stream's committed state as of one version (states are immutable values)."""
+
+    info: Mapping[str, Any]
+    incarnation: str
+    version: int
+    algorithm: str
+    state: Any
+
+
+class EvaluationCache:
+    """The latest results, by (stream, incarnation, version, query)."""
+
+    def __init__(self, size: int = CACHE_ENTRIES) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+
+    def get(self, key: tuple[Any, ...]) -> dict[str, Any] | None:
+        doc = self._items.get(key)
+        if doc is not None:
+            self._items.move_to_end(key)
+        return doc
+
+    def put(self, key: tuple[Any, ...], doc: dict[str, Any]) -> None:
+        self._items[key] = doc
+        self._items.move_to_end(key)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+
+def check_query(model: str, folds: int, repeats: int) -> None:
+    """Refuse an unknown model (422 naming the allowed ones); folds/repeats are checked
+    by the route's bounds too."""
+    if model not in MODELS:
+        raise InvalidInput(
+            f"The 'model' parameter must be one of {', '.join(MODELS)}. Got {model!r} instead.",
+            field="model",
+        )
+    if not 2 <= folds <= MAX_FOLDS:
+        raise InvalidInput(
+            f"The 'folds' parameter must be an integer in [2, {MAX_FOLDS}]. Got {folds}.",
+            field="folds",
+        )
+    if not 1 <= repeats <= MAX_REPEATS:
+        raise InvalidInput(
+            f"The 'repeats' parameter must be an integer in [1, {MAX_REPEATS}]. Got {repeats}.",
+            field="repeats",
+        )
+
+
+def selected_columns(view: StateView) -> tuple[list[str], npt.NDArray[np.float64]]:
+    """The selected names and their columns as sent, ``(n, k)``."""
+    s = view.state
+    names = [str(n) for n in s.selected]
+    n = int(s.y.shape[0])
+    if view.algorithm == "saola":
+        X = np.zeros((len(names), n))
+        for i in range(len(names)):
+            lo, hi = int(s.s_indptr[i]), int(s.s_indptr[i + 1])
+            X[i, s.s_indices[lo:hi]] = s.s_data[lo:hi]
+        return names, np.ascontiguousarray(X.T)
+    if view.algorithm == "grafting":
+        cols = np.asarray(s.columns, dtype=np.float64).reshape(len(names), n)
+        X = cols * np.asarray(s.stds)[:, None] + np.asarray(s.means)[:, None]
+        return names, np.ascontiguousarray(X.T)
+    raise EvaluationUnavailable(
+        f"Streams of {view.algorithm} keep no copy of their selected columns as they were "
+        "sent, so their selection cannot be scored; feature streams of "
+        f"{', '.join(FEATURE_COLUMNS)} can be.",
+        algorithm=view.algorithm,
+    )
+
+
+def task_of(view: StateView) -> str:
+    from featurestream.evaluation.crossval import infer_task
+
+    kind = view.info.get("target_type")
+    if kind in ("binary", "multiclass"):
+        return "classification"
+    if kind == "continuous":
+        return "regression"
+    # Streams created before target types: read the kind from the values.
+    return infer_task(view.state.y)
+
+
+def cross_validation(view: StateView, model: str, folds: int, repeats: int) -> dict[str, Any]:
+    """The evaluation document of a feature stream (pure: runs in a worker thread)."""
+    from featurestream.evaluation.crossval import cross_val_scores
+
+    names, X = selected_columns(view)
+    y = np.asarray(view.state.y, dtype=np.float64)
+    task = task_of(view)
+    n, k = X.shape
+    cells = n * (k + 1) * folds * repeats
+    if cells > MAX_CELLS or (model == "knn" and n > MAX_KNN_ROWS):
+        raise LimitExceeded(
+            f"Evaluating {k} selected features on {n} instances with {folds} folds x "
+            f"{repeats} repeats is too expensive (at most {MAX_CELLS} row-feature-fits, and "
+            f"{MAX_KNN_ROWS} rows for knn); ask for fewer folds or repeats.",
+            limit="evaluation_cost",
+            maximum=MAX_CELLS,
+        )
+
+    def scores(cols: list[int]) -> list[float]:
+        s = cross_val_scores(X, y, cols, model, folds, repeats, SEED, task=task)  # type: ignore[arg-type]
+        # Finite: accuracy, or R^2 with scikit-learn's force_finite (a constant test fold).
+        return [float(v) for v in s.ravel()]
+
+    every = scores(list(range(k)))
+    best: dict[str, Any] | None = None
+    for j, name in enumerate(names):
+        single = scores([j])
+        mean = float(np.mean(single))
+        if best is None or mean > best["score"]:
+            best = {"name": name, "score": mean, "fold_scores": single}
+    return {
+        "version": view.version,
+        "kind": "cross_validation",
+        "model": model,
+        "score_kind": "accuracy" if task == "classification" else "r2",
+        "folds": folds,
+        "repeats": repeats,
+        "seed": SEED,
+        "features": k,
+        "score": float(np.mean(every)),
+        "fold_scores": every,
+        "best_single": best,
+    }
+
+
+def prequential(view: StateView) -> dict[str, Any]:
+    """The evaluation document of a supervised instance stream."""
+    s = view.state
+    predicted = int(getattr(s, "predicted", 0))
+    correct = int(getattr(s, "correct", 0))
+    recent = np.asarray(getattr(s, "recent", np.zeros(0, dtype=np.bool_)), dtype=np.bool_)
+    return {
+        "version": view.version,
+        "kind": "prequential",
+        "score_kind": "accuracy",
+        "instances": predicted,
+        "accuracy": correct / predicted if predicted else None,
+        "recent": {
+            "window": RECENT,
+            "instances": int(recent.size),
+            "accuracy": float(recent.mean()) if recent.size else None,
+        },
+    }
+
+
+async def evaluate(
+    view: StateView,
+    cache: EvaluationCache,
+    stream_id: str,
+    model: str,
+    folds: int,
+    repeats: int,
+    run: Run[dict[str, Any]],
+) -> dict[str, Any]:
+    """The evaluation of ``view`` (cached), computed with ``run`` when it is not cached."""
+    check_query(model, folds, repeats)
+    if view.info.get("kind") == "instances":
+        if view.algorithm not in SUPERVISED_INSTANCES:
+            raise EvaluationUnavailable(
+                f"Streams of {view.algorithm} learn without labels: they make no predictions "
+                "to score. Evaluation covers feature streams and the supervised instance "
+                f"streams ({', '.join(SUPERVISED_INSTANCES)}).",
+                algorithm=view.algorithm,
+            )
+        return prequential(view)
+    if view.algorithm not in FEATURE_COLUMNS:
+        selected_columns(view)  # raises EvaluationUnavailable
+    key = (stream_id, view.incarnation, view.version, model, folds, repeats)
+    doc = cache.get(key)
+    if doc is None:
+        doc = await run(lambda: cross_validation(view, model, folds, repeats))
+        cache.put(key, doc)
+    return doc
+
+
+__all__ = [
+    "CACHE_ENTRIES",
+    "FEATURE_COLUMNS",
+    "MAX_CELLS",
+    "MAX_FOLDS",
+    "MAX_KNN_ROWS",
+    "MAX_REPEATS",
+    "MODELS",
+    "RECENT",
+    "SEED",
+    "SUPERVISED_INSTANCES",
+    "EvaluationCache",
+    "StateView",
+    "check_query",
+    "cross_validation",
+    "evaluate",
+    "prequential",
+    "selected_columns",
+]
