@@ -93,6 +93,27 @@ def selected(url: str, stream_id: str, key: str | None = None) -> dict[str, Any]
     return doc
 
 
+def check_evaluation(driver: WebDriver, url: str, stream_id: str, version: int) -> None:
+    """The page shows the cross-validated score of knn on 5 folds the API gives."""
+    r = httpx.get(
+        f"{url}/v1/streams/{stream_id}/evaluation", params={"model": "knn", "folds": 5}, timeout=60
+    )
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["version"] == version and doc["score_kind"] == "accuracy"
+    expected = f"{doc['score']:.4f}"
+    wait(
+        driver,
+        f"the evaluation of version {version}",
+        lambda d: [e.text for e in d.find_elements(By.ID, "evaluation-score")] == [expected],
+        timeout=60,
+    )
+    text = driver.find_element(By.ID, "evaluation").text
+    assert "accuracy, mean of 5 folds, model knn" in text
+    assert f"best single: {doc['best_single']['name']}" in text
+    assert f"version {version}" in text
+
+
 @pytest.fixture
 def server(redis_url: str, key_prefix: str) -> Iterator[ServeProcess]:
     s = ServeProcess(redis_url, key_prefix).start()
@@ -156,6 +177,7 @@ def test_page_lists_the_stream_shows_selection_and_timeline_and_follows_changes(
     # The score kind of SAOLA's default test labels the bars.
     assert "abs correlation" in browser.find_element(By.ID, "score-kind").text
     wait(browser, "the WebSocket live", lambda d: d.find_element(By.ID, "live").text == "live")
+    check_evaluation(browser, url, "ui-wdbc", before["version"])
 
     # A column that is the target itself, blurred: SAOLA selects it.
     rng = np.random.default_rng(7)
@@ -186,6 +208,17 @@ def test_page_lists_the_stream_shows_selection_and_timeline_and_follows_changes(
         "Nogueira's stability",
         lambda d: d.find_element(By.ID, "nogueira").text == f"{stability['nogueira']:.3f}",
     )
+
+    # The page re-evaluates on demand only: it says the evaluation is stale, then shows
+    # the new version's.
+    wait(
+        browser,
+        "that the evaluation is stale",
+        lambda d: d.find_element(By.ID, "evaluation-stale").is_displayed(),
+    )
+    browser.find_element(By.CSS_SELECTOR, "#evaluation-form button").click()
+    check_evaluation(browser, url, "ui-wdbc", result["version"])
+    assert not browser.find_element(By.ID, "evaluation-stale").is_displayed()
 
     assert foreign_resources(browser, url) == []
     browser.save_screenshot(str(artefacts / "ui-stream.png"))

@@ -55,6 +55,11 @@ function fmt(x, digits = 4) {
   return a !== 0 && (a < 1e-3 || a >= 1e6) ? x.toExponential(2) : x.toFixed(digits);
 }
 
+// A score or a proportion: always this many decimals (1 shows as 1.0000).
+function fixed(x, digits = 4) {
+  return typeof x === "number" ? x.toFixed(digits) : "–";
+}
+
 function humanize(name) {
   return name.replaceAll("_", " ");
 }
@@ -261,6 +266,7 @@ async function refreshSelection(cur) {
 
 function renderSelection(cur, version, features) {
   cur.version = Math.max(cur.version || 0, version);
+  staleEvaluation(cur);
   $("selection-version").textContent = `v${version} · ${features.length} selected`;
   const box = $("selection");
   if (features.length === 0) {
@@ -464,7 +470,7 @@ async function refreshStability(cur) {
   const versions = body.versions || [];
   const jaccard = body.jaccard || [];
   const parts = [
-    el("p", {}, el("span", { class: "figure", id: "nogueira", text: fmt(body.nogueira, 3) }), " Nogueira stability"),
+    el("p", {}, el("span", { class: "figure", id: "nogueira", text: fixed(body.nogueira, 3) }), " Nogueira stability"),
     el("p", {
       class: "muted",
       text: versions.length
@@ -515,7 +521,49 @@ async function refreshEvaluation(cur) {
     return;
   }
   if (cur.closed) return;
-  box.replaceChildren(renderDocument(body));
+  cur.evaluated = body.version;
+  if (body.kind === "cross_validation") box.replaceChildren(...crossValidation(body));
+  else if (body.kind === "prequential") box.replaceChildren(...prequentialAccuracy(body));
+  else box.replaceChildren(renderDocument(body));
+  staleEvaluation(cur);
+}
+
+// Say so when the selection has moved on since the evaluation shown.
+function staleEvaluation(cur) {
+  const note = $("evaluation-stale");
+  if (note) note.hidden = !(cur.evaluated !== undefined && cur.version > cur.evaluated);
+}
+
+function crossValidation(e) {
+  const what = `${humanize(e.score_kind)}, mean of ${e.folds} folds` +
+    (e.repeats > 1 ? ` × ${e.repeats} repeats` : "") + `, model ${humanize(e.model)}`;
+  const rows = [{ label: `selection (${e.features} features)`, score: e.score, folds: e.fold_scores }];
+  if (e.best_single) {
+    rows.push({ label: `best single: ${e.best_single.name}`, score: e.best_single.score, folds: e.best_single.fold_scores });
+  }
+  const all = rows.flatMap((r) => r.folds);
+  const table = el("table", { class: "evaluation" });
+  table.append(el("tr", {}, el("th", { text: "" }), el("th", { text: "score" }), el("th", { text: "folds" })));
+  for (const r of rows) {
+    table.append(el("tr", {}, el("td", { text: r.label }), el("td", { class: "num", text: fixed(r.score) }), el("td", {}, dotPlot(r.folds, Math.min(...all), Math.max(...all)))));
+  }
+  return [
+    el("p", {}, el("span", { class: "figure", id: "evaluation-score", text: fixed(e.score) }), ` ${what}`),
+    table,
+    el("p", { class: "muted", text: `The selection of version ${e.version}; the same folds (seed ${e.seed}) for every row.` }),
+    el("p", { class: "muted", id: "evaluation-stale", text: "The selection has changed since: Evaluate again.", hidden: "" }),
+  ];
+}
+
+function prequentialAccuracy(e) {
+  const recent = e.recent || {};
+  return [
+    el("p", {}, el("span", { class: "figure", id: "evaluation-score", text: fixed(e.accuracy) }),
+      ` prequential (test-then-train) ${humanize(e.score_kind)} over ${fmt(e.instances)} instances`),
+    el("p", { text: `${fixed(recent.accuracy)} over the last ${fmt(recent.instances)} (window ${fmt(recent.window)})` }),
+    el("p", { class: "muted", text: `At version ${e.version}.` }),
+    el("p", { class: "muted", id: "evaluation-stale", text: "The stream has moved on since: Evaluate again.", hidden: "" }),
+  ];
 }
 
 // The evaluation document as nested definition lists; lists of numbers as dots on a line.
@@ -532,10 +580,8 @@ function renderDocument(doc) {
   return dl;
 }
 
-function dotPlot(values) {
+function dotPlot(values, min = Math.min(...values), max = Math.max(...values)) {
   const w = 240;
-  const min = Math.min(...values);
-  const max = Math.max(...values);
   const span = max - min || 1;
   const chart = svg("svg", { width: w + 120, height: 22, role: "img" });
   chart.append(svg("line", { class: "grid-line", x1: 4, x2: w + 4, y1: 11, y2: 11 }));
@@ -544,7 +590,8 @@ function dotPlot(values) {
     dot.append(svg("title", {}, fmt(v, 4)));
     chart.append(dot);
   }
-  chart.append(svg("text", { class: "axis", x: w + 12, y: 15 }, values.length ? `${fmt(min, 3)} … ${fmt(max, 3)}` : "–"));
+  const label = values.length ? `${fmt(Math.min(...values), 3)} … ${fmt(Math.max(...values), 3)}` : "–";
+  chart.append(svg("text", { class: "axis", x: w + 18, y: 15 }, label));
   return chart;
 }
 
