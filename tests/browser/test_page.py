@@ -9,6 +9,7 @@ key as its first message). The API docs pages load nothing from elsewhere.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,6 +32,8 @@ T = TypeVar("T")
 # The bound the issue sets for a change of the selection to show on the page.
 LIVE_WITHIN = 2.0
 KEY_ACME, KEY_BETA = "acme-key-0123456789", "beta-key-9876543210"
+# The server re-reads its keys file every second and closes revoked WebSockets then.
+REVOKED_WITHIN = 5.0
 
 
 def wait(driver: WebDriver, what: str, until: Callable[[WebDriver], T], timeout: float = 15) -> T:
@@ -290,6 +293,20 @@ def test_page_asks_for_the_key_keeps_it_out_of_urls_and_works_with_it(
     )
     assert not js(browser, "return document.getElementById('auth').open")
     browser.save_screenshot(str(artefacts / "ui-with-key.png"))
+
+    # Revoking the key closes the page's WebSocket (1008): the page asks again.
+    wait(browser, "the WebSocket live", lambda d: d.find_element(By.ID, "live").text == "live")
+    keys = Path(keyed_server.env["FEATURESTREAM_API_KEYS_FILE"])
+    keys.write_text(f"beta:{hash_key(KEY_BETA)}\n")
+    st = keys.stat()
+    os.utime(keys, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    wait(
+        browser,
+        "the key prompt again",
+        lambda d: js(d, "return document.getElementById('auth').open"),
+        timeout=REVOKED_WITHIN,
+    )
+    assert js(browser, "return sessionStorage.getItem('featurestream.key')") is None
 
 
 def test_api_docs_render_from_this_server_only(

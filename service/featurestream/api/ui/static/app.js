@@ -708,7 +708,8 @@ function connectSocket(cur) {
     if (cur.socket === socket) cur.socket = null;
     setLive(false);
     if (cur.closed) return;
-    if (cur.unauthorized) {
+    if (cur.unauthorized || event.reason === "API key revoked") {
+      // The WebSocket starts again once a key is entered (onKeyEntered).
       cur.unauthorized = false;
       askForKey("The key was refused; enter a valid one.");
       return;
