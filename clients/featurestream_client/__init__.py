@@ -12,12 +12,13 @@ from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _distribution_version
 from typing import TYPE_CHECKING, Any
 
-from featurestream_client._history import Change, History, Stability
+from featurestream_client._history import Change, Evaluation, History, Stability
 from featurestream_client.aio import AsyncClient, AsyncStream
 from featurestream_client.client import Client, Stream
 from featurestream_client.errors import (
     ConcurrentUpdate,
     ConnectionFailed,
+    EvaluationUnavailable,
     FeatureStreamError,
     HistoryTrimmed,
     InvalidInput,
@@ -88,6 +89,8 @@ __all__ = [
     "ConcurrentUpdate",
     "ConnectionFailed",
     "Decision",
+    "Evaluation",
+    "EvaluationUnavailable",
     "Event",
     "EventPage",
     "FeatureStreamError",

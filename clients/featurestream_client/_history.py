@@ -96,6 +96,45 @@ class Stability:
         )
 
 
+@dataclass(frozen=True)
+class Evaluation:
+    """How good a stream's selection is (``GET /evaluation``).
+
+    ``kind`` is ``"cross_validation"`` (feature streams: ``score`` is the mean of
+    ``fold_scores``, ``best_single`` the best single selected feature as
+    ``{"name", "score", "fold_scores"}``) or ``"prequential"`` (supervised instance
+    streams: ``score`` is the accuracy over every instance predicted, ``recent``
+    over the last ones, ``{"window", "instances", "accuracy"}``).
+    """
+
+    version: int
+    kind: str
+    score_kind: str
+    score: float | None
+    fold_scores: tuple[float, ...] = ()
+    features: int | None = None
+    best_single: dict[str, Any] | None = None
+    recent: dict[str, Any] | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Evaluation:
+        kind = str(d["kind"])
+        score = d.get("score") if kind == "cross_validation" else d.get("accuracy")
+        features = d.get("features")
+        return cls(
+            version=int(d["version"]),
+            kind=kind,
+            score_kind=str(d.get("score_kind", "")),
+            score=None if score is None else float(score),
+            fold_scores=tuple(float(v) for v in d.get("fold_scores") or ()),
+            features=None if features is None else int(features),
+            best_single=d.get("best_single"),
+            recent=d.get("recent"),
+            raw=dict(d),
+        )
+
+
 def selected_at_op(stream_id: str, version: int) -> Flow[Selection]:
     reply = yield Call("GET", stream_path(stream_id, "/selected"), params={"version": version})
     return Selection.from_json(reply.json())
@@ -126,11 +165,19 @@ def stability_op(stream_id: str, last: int) -> Flow[Stability]:
     return Stability.from_json(reply.json())
 
 
+def evaluation_op(stream_id: str, model: str, folds: int, repeats: int) -> Flow[Evaluation]:
+    params = {"model": model, "folds": folds, "repeats": repeats}
+    reply = yield Call("GET", stream_path(stream_id, "/evaluation"), params=params)
+    return Evaluation.from_json(reply.json())
+
+
 __all__ = [
     "HISTORY_PAGE",
     "Change",
+    "Evaluation",
     "History",
     "Stability",
+    "evaluation_op",
     "history_op",
     "selected_at_op",
     "stability_op",

@@ -22,8 +22,10 @@ from featurestream_client._base import (
     ws_handshake,
 )
 from featurestream_client._history import (
+    Evaluation,
     History,
     Stability,
+    evaluation_op,
     history_op,
     selected_at_op,
     stability_op,
@@ -254,6 +256,11 @@ class AsyncStream(_StreamBase[AsyncClient]):
 
     async def history(self, after_version: int | None = None, limit: int | None = None) -> History:
         return await self.client._run(history_op(self.id, after_version, limit))
+
+    async def evaluation(
+        self, model: str = "knn", *, folds: int = 5, repeats: int = 1
+    ) -> Evaluation:
+        return await self.client._run(evaluation_op(self.id, model, folds, repeats))
 
     async def stability(self, last: int = 20) -> Stability:
         return await self.client._run(stability_op(self.id, last))

@@ -20,8 +20,10 @@ from featurestream_client._base import (
     ws_handshake,
 )
 from featurestream_client._history import (
+    Evaluation,
     History,
     Stability,
+    evaluation_op,
     history_op,
     selected_at_op,
     stability_op,
@@ -393,6 +395,12 @@ class Stream(_StreamBase[Client]):
         oldest first, as a list of ``Change`` records; ``.to_frame()`` makes a pandas
         DataFrame of them."""
         return self.client._run(history_op(self.id, after_version, limit))
+
+    def evaluation(self, model: str = "knn", *, folds: int = 5, repeats: int = 1) -> Evaluation:
+        """How good the current selection is: for a feature stream, the cross-validated
+        score of ``model`` (``knn``, ``logistic``, ``naive_bayes``, ``linear``) on the
+        selected columns; for a supervised instance stream, the prequential accuracy."""
+        return self.client._run(evaluation_op(self.id, model, folds, repeats))
 
     def stability(self, last: int = 20) -> Stability:
         """Jaccard between consecutive selections and Nogueira's stability over the

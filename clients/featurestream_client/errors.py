@@ -177,6 +177,10 @@ class VersionNotFound(FeatureStreamError, LookupError):
     """A version the stream has not reached (404 ``version-not-found``)."""
 
 
+class EvaluationUnavailable(FeatureStreamError, ValueError):
+    """The stream's selection cannot be evaluated (422 ``evaluation-unavailable``)."""
+
+
 class HistoryTrimmed(FeatureStreamError):
     """The history asked for is no longer kept (410 ``history-trimmed``)."""
 
@@ -222,6 +226,7 @@ BY_TYPE: dict[str, type[FeatureStreamError]] = {
     "unauthorized": Unauthorized,
     "version-not-found": VersionNotFound,
     "history-trimmed": HistoryTrimmed,
+    "evaluation-unavailable": EvaluationUnavailable,
 }
 
 BY_STATUS: dict[int, type[FeatureStreamError]] = {
@@ -262,6 +267,7 @@ __all__ = [
     "BY_TYPE",
     "ConcurrentUpdate",
     "ConnectionFailed",
+    "EvaluationUnavailable",
     "FeatureStreamError",
     "HistoryTrimmed",
     "InvalidInput",

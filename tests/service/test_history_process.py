@@ -1,4 +1,4 @@
-"""History and stability through the SDK, against a ``featurestream serve`` process on Redis."""
+"""History, stability and evaluation through the SDK, against ``featurestream serve`` on Redis."""
 
 from __future__ import annotations
 
@@ -6,15 +6,21 @@ import uuid
 from collections.abc import Iterator
 
 import anyio
+import numpy as np
 import pandas as pd
 import pytest
+from sklearn.model_selection import StratifiedKFold, cross_val_score
+from sklearn.naive_bayes import GaussianNB
 
 from featurestream.evaluation.stability import consecutive_jaccard, nogueira
 from featurestream_client import (
     AsyncClient,
     Client,
+    Evaluation,
+    EvaluationUnavailable,
     History,
     HistoryTrimmed,
+    InvalidInput,
     Stream,
     VersionNotFound,
 )
@@ -103,3 +109,35 @@ def test_sdk_raises_history_trimmed_past_the_retained_log(server: ServeProcess) 
             stream.history(after_version=2)
         assert stream.selected(version=50).version == 50
         assert all(c.version > 5 for c in stream.history())
+
+
+def test_sdk_evaluates_feature_and_instance_streams(server: ServeProcess) -> None:
+    X, y = support.wdbc()
+    with Client(server.url, timeout=60) as client:
+        stream = client.create_stream("saola", target=y)
+        r = stream.add_features(X.T, names=[f"x{j}" for j in range(30)])
+        cols = [int(n[1:]) for n in r.selected]
+        got = stream.evaluation("naive_bayes", folds=3)
+        assert isinstance(got, Evaluation) and got.kind == "cross_validation"
+        seed = int(np.random.SeedSequence([0, 0]).generate_state(1)[0])
+        cv = StratifiedKFold(n_splits=3, shuffle=True, random_state=seed)
+        expected = cross_val_score(GaussianNB(), X[cols].T, y, cv=cv).tolist()
+        assert list(got.fold_scores) == expected
+        assert got.features == len(cols) and got.best_single is not None
+        with pytest.raises(InvalidInput):
+            stream.evaluation("forest")
+
+        ofs = client.create_stream(
+            "ofs", feature_names=[f"x{j}" for j in range(30)], params={"num_features": 5}
+        )
+        ofs.add_instances(X.T, y)
+        pre = ofs.evaluation()
+        assert pre.kind == "prequential" and pre.raw["instances"] == X.shape[1]
+        assert pre.score is not None and 0.5 < pre.score <= 1.0
+        assert pre.recent is not None and pre.recent["instances"] == X.shape[1]
+
+        fsds = client.create_stream(
+            "fsds", feature_names=[f"x{j}" for j in range(30)], params={"num_features": 5}
+        )
+        with pytest.raises(EvaluationUnavailable):
+            fsds.evaluation()

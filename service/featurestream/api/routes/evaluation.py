@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
 
 from featurestream.api import offload
 from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath
@@ -19,8 +20,31 @@ from featurestream.engine.evaluation import MAX_FOLDS, MAX_REPEATS
 router = APIRouter(prefix="/v1/streams", tags=["history"], dependencies=AUTHENTICATED)
 
 
+class EvaluationPublic(BaseModel):
+    """`kind` `cross_validation` (feature streams) fills `model` to `best_single`;
+    `prequential` (supervised instance streams) fills `instances`, `accuracy`, `recent`."""
+
+    model_config = ConfigDict(extra="allow")
+
+    version: int
+    kind: str
+    score_kind: str
+    model: str | None = None
+    folds: int | None = None
+    repeats: int | None = None
+    seed: int | None = None
+    features: int | None = None
+    score: float | None = None
+    fold_scores: list[float] | None = None
+    best_single: dict[str, Any] | None = None
+    instances: int | None = None
+    accuracy: float | None = None
+    recent: dict[str, Any] | None = None
+
+
 @router.get(
     "/{stream_id}/evaluation",
+    response_model=EvaluationPublic,
     responses={
         413: {"description": "Too expensive to compute: fewer folds or repeats."},
         422: {"description": "Bad parameters, or a stream that cannot be evaluated."},
@@ -33,9 +57,12 @@ async def get_evaluation(
     folds: Annotated[int, Query(ge=2, le=MAX_FOLDS)] = 5,
     repeats: Annotated[int, Query(ge=1, le=MAX_REPEATS)] = 1,
 ) -> JSONResponse:
-    """Feature streams: the cross-validated score of ``model`` (``knn``, ``logistic``,
+    """How good the current selection is: a cross-validated score, or prequential accuracy.
+
+    Feature streams: the cross-validated score of ``model`` (``knn``, ``logistic``,
     ``naive_bayes``, ``linear``) on the current selection, per fold, beside the best
     single selected feature. Supervised instance streams: the prequential
-    (test-then-train) accuracy, overall and over the last 1,000 instances."""
+    (test-then-train) accuracy, overall and over the last 1,000 instances.
+    """
     doc: dict[str, Any] = await engine.evaluation(stream_id, model, folds, repeats, offload.compute)
     return JSONResponse(doc)

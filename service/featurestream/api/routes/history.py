@@ -67,10 +67,9 @@ async def get_history(
     after_version: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> HistoryPublic:
-    """The changes of the selected set, in order: the names added and removed and the
-    new size at each version that changed it.
+    """The changes of the selected set in order: names added and removed, new size.
 
-    Page with ``after_version`` = ``next``; ``next`` is null once the page reaches
+    One entry per version that changed the set of selected names. Page with ``after_version`` = ``next``; ``next`` is null once the page reaches
     the stream's current ``version`` (poll again later with ``after_version`` =
     ``version``).
     """
@@ -97,9 +96,12 @@ async def get_stability(
     engine: EngineDep,
     last: Annotated[int, Query(ge=2, le=MAX_LAST)] = 20,
 ) -> StabilityPublic:
-    """Stability of the selections after the last ``last`` changes (oldest first):
-    the Jaccard similarity of each with the next, and Nogueira's estimator over the
-    ``features`` the stream had seen (null with fewer than two selections)."""
+    """Jaccard and Nogueira's stability of the selections after the last changes.
+
+    The selections after the last ``last`` changes, oldest first: the Jaccard
+    similarity of each with the next, and Nogueira's estimator over the
+    ``features`` the stream had seen (null with fewer than two selections).
+    """
     s = await engine.stability(stream_id, last)
     return StabilityPublic(
         versions=list(s.versions),
