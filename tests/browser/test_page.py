@@ -24,7 +24,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 from featurestream.api.auth import hash_key
-from tests.support import ServeProcess, wdbc
+from tests.support import ServeProcess, instances, names, wdbc
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -365,3 +365,43 @@ def test_sections_a_server_lacks_say_not_available_and_the_rest_works(
         )
     wait(browser, "the WebSocket live", lambda d: d.find_element(By.ID, "live").text == "live")
     browser.save_screenshot(str(artefacts / "ui-older-server.png"))
+
+
+def test_an_instance_stream_shows_weights_by_magnitude_and_prequential_accuracy(
+    server: ServeProcess, browser: WebDriver
+) -> None:
+    url = server.url
+    X, y = instances()
+    body = {
+        "id": "ofs-stream",
+        "algorithm": "ofs",
+        "params": {"num_features": 5},
+        "feature_names": names(X.shape[1]),
+    }
+    assert httpx.post(url + "/v1/streams", json=body, timeout=30).status_code == 201
+    batch = {"X": X[:300].tolist(), "y": y[:300].tolist()}
+    r = httpx.post(url + "/v1/streams/ofs-stream/instances", json=batch, timeout=60)
+    assert r.status_code == 200, r.text
+    chosen = {f["name"] for f in selected(url, "ofs-stream")["features"]}
+    assert len(chosen) == 5
+    doc = httpx.get(url + "/v1/streams/ofs-stream/evaluation", timeout=60).json()
+    assert doc["kind"] == "prequential" and doc["instances"] == 300
+
+    browser.get(url + "/ui/#stream=ofs-stream")
+    wait(
+        browser,
+        "the selection's bars",
+        lambda d: shown_names(d, "#selection-chart g.feature") == chosen,
+    )
+    # OFS's scores are signed weights: the bars show their magnitude, and say so.
+    kind = browser.find_element(By.ID, "score-kind").text
+    assert "weight (higher is better; bars show |score|)" in kind, kind
+    wait(
+        browser,
+        "the prequential accuracy",
+        lambda d: (
+            [e.text for e in d.find_elements(By.ID, "evaluation-score")]
+            == [f"{doc['accuracy']:.4f}"]
+        ),
+    )
+    assert "over 300 instances" in browser.find_element(By.ID, "evaluation").text
