@@ -167,7 +167,11 @@ async function loadStreams() {
 
 function currentIdFromHash() {
   const m = /^#stream=(.+)$/.exec(location.hash);
-  return m ? decodeURIComponent(m[1]) : null;
+  try {
+    return m ? decodeURIComponent(m[1]) : null;
+  } catch {
+    return null; // a malformed address: no stream
+  }
 }
 
 // ------------------------------------------------------------------ one stream
