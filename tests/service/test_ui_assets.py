@@ -102,3 +102,16 @@ def test_redoc_is_not_served_and_the_pages_are_not_in_the_api_description(
     assert client.get("/redoc").status_code == 404
     paths = client.get("/openapi.json").json()["paths"]
     assert not [p for p in paths if p.startswith(("/ui", "/docs"))]
+
+
+def test_the_metrics_count_the_page_files_as_one_route(client: TestClient) -> None:
+    for path in ("/ui/", "/ui/app.js", "/ui/vendor/swagger-ui/swagger-ui.css", "/ui/nope"):
+        client.get(path)
+    text = client.get("/metrics").text
+    assert (
+        'featurestream_http_requests_total{route="/ui/{path}",method="GET",status="200"} 3' in text
+    )
+    assert (
+        'featurestream_http_requests_total{route="/ui/{path}",method="GET",status="404"} 1' in text
+    )
+    assert 'route="unmatched"' not in text

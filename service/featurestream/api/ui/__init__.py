@@ -16,6 +16,7 @@ key never appears in a URL.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -48,6 +49,13 @@ def security_headers(policy: str) -> list[tuple[bytes, bytes]]:
     ]
 
 
+@dataclass(frozen=True)
+class _Files:
+    """What the metrics label the page's files with (one route, not one per file)."""
+
+    path: str = "/ui/{path}"
+
+
 class PageFiles:
     """The static files, with the security headers and ``Cache-Control: no-cache``
     (the browser revalidates, by ETag, so an upgraded server's page is seen at once)."""
@@ -56,6 +64,8 @@ class PageFiles:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope["route"] = _Files()
+
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = [
