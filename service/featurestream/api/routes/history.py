@@ -69,8 +69,9 @@ async def get_history(
 ) -> HistoryPublic:
     """The changes of the selected set in order: names added and removed, new size.
 
-    One entry per version that changed the set of selected names. Page with ``after_version`` = ``next``; ``next`` is null once the page reaches
-    the stream's current ``version`` (poll again later with ``after_version`` =
+    One entry per version that changed the set of selected names. Page with
+    ``after_version`` = ``next``; ``next`` is null once the page reaches the
+    stream's current ``version`` (poll again later with ``after_version`` =
     ``version``).
     """
     page = await engine.history(stream_id, after_version, limit)
