@@ -43,6 +43,9 @@ def _stream(client: TestClient, sid: str, algorithm: str, X: np.ndarray, y: Any,
     body = {"id": sid, "algorithm": algorithm, "target": list(y), **kw}
     assert client.post("/v1/streams", json=body).status_code == 201
     cols = [{"name": f"x{j}", "values": X[j].tolist()} for j in range(X.shape[0])]
+    if algorithm == "group_saola":
+        for j, col in enumerate(cols):
+            col["group"] = f"g{j // 2}"
     r = client.post(f"/v1/streams/{sid}/features", json={"features": cols})
     assert r.status_code == 200, r.text
     return r.json()["selected"]
@@ -94,23 +97,49 @@ def test_continuous_target_scores_r2_with_kfold(client: TestClient) -> None:
     assert r.status_code == 422  # no naive Bayes for a continuous target
 
 
-def test_grafting_columns_are_restored_from_their_standardised_form(client: TestClient) -> None:
+@pytest.mark.parametrize("algorithm", ["grafting", "osfs", "fast_osfs", "group_saola"])
+def test_columns_are_restored_from_their_standardised_form(
+    client: TestClient, algorithm: str
+) -> None:
     X, y = support.wdbc()
-    selected = _stream(client, "g", "grafting", X, y.tolist())
+    body = {"id": algorithm, "algorithm": algorithm, "target": y.tolist()}
+    assert client.post("/v1/streams", json=body).status_code == 201
+    for lo in range(0, 30, 6):  # several batches: members come and go
+        cols = [{"name": f"x{j}", "values": X[j].tolist()} for j in range(lo, lo + 6)]
+        if algorithm == "group_saola":
+            for j, col in enumerate(cols):
+                col["group"] = f"g{(lo + j) // 3}"
+        r = client.post(f"/v1/streams/{algorithm}/features", json={"features": cols})
+        assert r.status_code == 200
+    selected = r.json()["selected"]
+    assert len(selected) >= 2
     cols = [int(n[1:]) for n in selected]
-    doc = client.get("/v1/streams/g/evaluation", params={"model": "knn"}).json()
+    doc = client.get(f"/v1/streams/{algorithm}/evaluation", params={"model": "knn"}).json()
     expected = sklearn_scores(CLASSIFIERS["knn"], X[cols].T, y, 5, 1, StratifiedKFold)
     assert doc["fold_scores"] == pytest.approx(expected, abs=1e-12)
 
 
 def test_streams_that_cannot_be_evaluated_and_bad_queries_get_422(client: TestClient) -> None:
     X, y = support.wdbc()
-    for algorithm in ("osfs", "alpha_investing"):
+    for algorithm in ("alpha_investing",):
         _stream(client, algorithm, algorithm, X[:5], y.tolist())
         r = client.get(f"/v1/streams/{algorithm}/evaluation")
         assert r.status_code == 422, r.text
         assert r.json()["type"] == "/problems/evaluation-unavailable"
         assert r.json()["algorithm"] == algorithm
+    # OSFS with a discrete test keeps integer codes, not the columns as sent.
+    Xd, yd = support.discrete()
+    selected = _stream(client, "g2", "osfs", Xd, yd.tolist(), params={"test": "g2"})
+    assert selected
+    r = client.get("/v1/streams/g2/evaluation")
+    assert r.status_code == 422 and r.json()["type"] == "/problems/evaluation-unavailable"
+    # group-SAOLA with SU keeps the columns as sent: scored on them.
+    selected = _stream(client, "su", "group_saola", Xd, yd.tolist(), params={"test": "su"})
+    assert selected
+    doc = client.get("/v1/streams/su/evaluation", params={"model": "naive_bayes"}).json()
+    cols = [int(n[1:]) for n in selected]
+    expected = sklearn_scores(GaussianNB, Xd[cols].T, yd, 5, 1, StratifiedKFold)
+    assert doc["fold_scores"] == expected
     for algorithm, params in (("fsds", {"num_features": 2}), ("nrfs", {"num_features": 2})):
         body = {"id": algorithm, "algorithm": algorithm, "params": params}
         body["feature_names"] = ["a", "b", "c"]

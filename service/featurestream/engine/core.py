@@ -304,7 +304,12 @@ class StreamEngine:
                     break
             sel = live.selector
             return judged.StateView(
-                live.info, live.incarnation, live.version, sel.name, sel.snapshot()
+                live.info,
+                live.incarnation,
+                live.version,
+                sel.name,
+                sel.snapshot(),
+                sel.params.to_dict(),
             )
 
     # ------------------------------------------------------------------ writes

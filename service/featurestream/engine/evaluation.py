@@ -7,18 +7,19 @@ feature (``evaluation/crossval.py`` gives the models and the folds: shuffled
 with ``random_state = fold_seed(0, r)``). The columns are the values the
 client sent, so a selector must keep them:
 
-* SAOLA keeps the selected columns as sent;
-* Grafting keeps them standardised with their means and standard deviations,
-  and they are restored from those (exact to rounding);
-* the other feature-stream selectors keep only transformed columns (OSFS,
-  Fast-OSFS and group-SAOLA standardised ones or discrete codes, without what it
-  takes to undo that) or none (alpha-investing keeps an orthonormal basis):
-  their streams answer ``422 evaluation-unavailable``.
+* SAOLA, and group-SAOLA with the SU test, keep the selected columns as sent;
+* Grafting, and OSFS, Fast-OSFS and group-SAOLA with the Fisher z test, keep
+  them standardised with the mean and scale of each, and they are restored
+  from those (exact to rounding). A state stored before the scales were kept
+  cannot be restored until its older members have left the selection;
+* OSFS and Fast-OSFS with the discrete tests keep integer codes, and
+  alpha-investing an orthonormal basis: their streams answer
+  ``422 evaluation-unavailable``.
 
 Supervised instance streams (OFS, FIRES): the prequential (test-then-train)
-accuracy the selector counts as it learns (``selectors/base.py``,
-``Prequential``), overall and over the last 1,000 instances. Unsupervised ones
-(FSDS, NRFS): ``422 evaluation-unavailable``.
+accuracy the selector counts as it learns (``selectors/prequential.py``),
+overall and over the last 1,000 instances. Unsupervised ones (FSDS, NRFS):
+``422 evaluation-unavailable``.
 
 Results are cached per (stream, incarnation, version, query); the work runs
 in whatever ``run`` the caller hands in (the API: a worker thread, never the
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
@@ -54,7 +55,7 @@ RECENT = 1000
 # Cached results (each a few hundred bytes).
 CACHE_ENTRIES = 256
 
-FEATURE_COLUMNS = ("saola", "grafting")
+FEATURE_COLUMNS = ("saola", "grafting", "osfs", "fast_osfs", "group_saola")
 SUPERVISED_INSTANCES = ("ofs", "fires")
 
 
@@ -67,6 +68,7 @@ class StateView:
     version: int
     algorithm: str
     state: Any
+    params: Mapping[str, Any] = field(default_factory=dict)
 
 
 class EvaluationCache:
@@ -124,10 +126,33 @@ def selected_columns(view: StateView) -> tuple[list[str], npt.NDArray[np.float64
         cols = np.asarray(s.columns, dtype=np.float64).reshape(len(names), n)
         X = cols * np.asarray(s.stds)[:, None] + np.asarray(s.means)[:, None]
         return names, np.ascontiguousarray(X.T)
+    if view.algorithm == "group_saola" and view.params.get("test") == "su":
+        # SU keeps the columns as sent (the codes SU counts are the values).
+        cols = np.asarray(s.columns, dtype=np.float64).reshape(len(names), n)
+        return names, np.ascontiguousarray(cols.T)
+    if view.algorithm in ("osfs", "fast_osfs", "group_saola"):
+        scales = np.asarray(s.scales, dtype=np.float64)
+        if view.params.get("test", "fisher_z") != "fisher_z":
+            raise EvaluationUnavailable(
+                f"This {view.algorithm} stream runs a discrete test: it keeps its selected "
+                "columns as integer codes, not as they were sent, so its selection cannot be "
+                "scored (with the Fisher z test it keeps what it takes).",
+                algorithm=view.algorithm,
+            )
+        if scales.shape[0] != len(names) or np.any(scales == 0.0):
+            raise EvaluationUnavailable(
+                f"Some features of this {view.algorithm} stream's selection were selected "
+                "before the server kept what restores their columns; it can be scored once "
+                "they have left the selection.",
+                algorithm=view.algorithm,
+            )
+        cols = np.asarray(s.columns, dtype=np.float64).reshape(len(names), n)
+        X = cols * scales[:, None] + np.asarray(s.means)[:, None]
+        return names, np.ascontiguousarray(X.T)
     raise EvaluationUnavailable(
         f"Streams of {view.algorithm} keep no copy of their selected columns as they were "
         "sent, so their selection cannot be scored; feature streams of "
-        f"{', '.join(FEATURE_COLUMNS)} can be.",
+        f"{', '.join(FEATURE_COLUMNS)} can be (OSFS with the Fisher z test).",
         algorithm=view.algorithm,
     )
 

@@ -47,6 +47,7 @@ from featurestream.stats.columns import (
     cross_dots,
     is_constant_rows,
     row_dots,
+    row_origins,
     standardize_rows,
 )
 from featurestream.stats.entropy import su_dependence, su_relevance
@@ -102,6 +103,10 @@ class GroupSAOLAState:
     tests_performed, tests_untestable : tests made (relevance, then each pair
         compared within the group and with the selected features) and how
         many of them could not be made, as SAOLA counts them.
+    means, scales : fisher_z: per selected feature, the mean and scale its column
+        was standardised with (column = row * scale + mean), which restore the
+        column as sent for ``GET /evaluation``; scale 0 for a feature of a state
+        stored before they were kept. Empty for su. They take no part in the tests.
     """
 
     y: Vector
@@ -120,6 +125,8 @@ class GroupSAOLAState:
     tests_untestable: int = 0
     # K >= 3 for a multi-class target (y holds the class codes), else 0.
     n_classes: int = 0
+    means: Vector = field(default_factory=lambda: np.zeros(0))
+    scales: Vector = field(default_factory=lambda: np.zeros(0))
 
 
 class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
@@ -300,6 +307,7 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
         # (docs/algorithms/group_saola.md, step 1 = SAOLA step 1). Each value
         # depends only on its own column, so it is the same however the groups
         # are batched.
+        means, scales = np.zeros(0), np.zeros(0)
         if p.test == "su":
             rows = X
             dep_new = su_relevance(X, self._y_ref, constant)
@@ -307,6 +315,7 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
             untestable = np.zeros(len(names), dtype=bool)
         else:
             rows, _ = standardize_rows(X)
+            means, scales = row_origins(X)
             rs = [correlations(rows, ref) for ref in self._y_refs]
             # A NaN r or n - 3 <= 0 is "not testable", which counts as independent,
             # or as dependent with untestable: "dependent" (docs/algorithms.md).
@@ -348,6 +357,13 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
         old_rows = [ref for ref in work.ref if ref >= 0]
         new_rows = [~ref for ref in work.ref if ref < 0]
         columns = np.concatenate([s.columns[old_rows], rows[new_rows]], axis=0)
+        if p.test != "su":
+            # A state stored before the scales were kept: its features get scale 0.
+            kept = len(s.scales) == len(s.selected)
+            old_means = s.means if kept else np.zeros(len(s.selected))
+            old_scales = s.scales if kept else np.zeros(len(s.selected))
+            means = np.concatenate([old_means[old_rows], means[new_rows]])
+            scales = np.concatenate([old_scales[old_rows], scales[new_rows]])
         b = len(names)
         self.state = replace(
             s,
@@ -361,6 +377,8 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
             groups_dropped=s.groups_dropped + work.groups_dropped,
             tests_performed=s.tests_performed + work.tests,
             tests_untestable=s.tests_untestable + work.untestable,
+            means=np.ascontiguousarray(means, dtype=np.float64),
+            scales=np.ascontiguousarray(scales, dtype=np.float64),
         )
         return decisions
 

@@ -51,7 +51,12 @@ from featurestream.selectors.decisions import (  # scores
 from featurestream.selectors.params import Interval, Params, StrOptions
 from featurestream.selectors.targets import discrete_target, target_columns
 from featurestream.selectors.untestable import UNTESTABLE, untestable_warnings
-from featurestream.stats.columns import is_constant_rows, row_dots, standardize_rows
+from featurestream.stats.columns import (
+    is_constant_rows,
+    row_dots,
+    row_origins,
+    standardize_rows,
+)
 from featurestream.stats.discrete import (
     MIN_ROWS_PER_DF,
     DiscreteResult,
@@ -134,6 +139,11 @@ class OSFSState:
         (a test that turned out not testable counts too).
     tests_untestable : how many of those could not be made (docs/algorithms.md,
         "Untestable tests").
+    means, scales : fisher_z: per member of BCF, the mean and the scale its column
+        was standardised with (column = row * scale + mean), which restore the
+        column as sent for ``GET /evaluation``; scale 0 for a member of a state
+        stored before they were kept. Empty for the discrete tests. They take no
+        part in the tests.
     """
 
     y: Vector
@@ -150,6 +160,8 @@ class OSFSState:
     tests_untestable: int = 0
     # K >= 3 for a multi-class target (y holds the class codes), else 0.
     n_classes: int = 0
+    means: Vector = field(default_factory=lambda: np.zeros(0))
+    scales: Vector = field(default_factory=lambda: np.zeros(0))
 
 
 def _columns(state: OSFSState) -> list[Vector]:
@@ -183,6 +195,18 @@ class _BCF:
         self.rows: list[npt.NDArray[Any]] = list(state.columns)
         self.levels: list[int] = [int(L) for L in state.levels]
         self.C: Matrix = state.corr
+        # fisher_z: each member's (mean, scale), by position; a state stored before
+        # they were kept gives its members (0, 0). ``batch`` holds the arrivals'.
+        kept = len(state.scales) == len(self.names)
+        self.origins: list[tuple[float, float]] = (
+            []
+            if sel.discrete
+            else list(zip(state.means.tolist(), state.scales.tolist(), strict=True))
+            if kept
+            else [(0.0, 0.0)] * len(self.names)
+        )
+        self.old_origins = list(self.origins)
+        self.batch: tuple[Vector, Vector] = (np.zeros(0), np.zeros(0))
         self.tests = 0
         self.untestable = 0
 
@@ -210,9 +234,17 @@ class _BCF:
         self.dep.append(dep)
         self.keys.append(key)
         self.rows.append(row)
+        if not sel.discrete:
+            # ~i: column i of the batch; else an old member's row index.
+            if key < 0:
+                self.origins.append((float(self.batch[0][~key]), float(self.batch[1][~key])))
+            else:
+                self.origins.append(self.old_origins[key])
 
     def remove(self, pos: int) -> None:
         del self.names[pos], self.dep[pos], self.keys[pos], self.rows[pos]
+        if not self.sel.discrete:
+            del self.origins[pos]
         if self.sel.discrete:
             del self.levels[pos]
         else:
@@ -448,6 +480,8 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
         constant = is_constant_rows(X)
         rows, levels, dep_new, relevant, untestable = self._relevance(X, constant)
         bcf = _BCF(self, s)
+        if not self.discrete:
+            bcf.batch = row_origins(X)
         bcf.tests = int((~constant).sum())
         bcf.untestable = int(untestable.sum())
         decisions: list[Decision] = []
@@ -494,6 +528,8 @@ class _OSFSBase(FeatureSelector[OSFSParams, OSFSState]):
             **self.counted(b, accepted_total, evicted_total),
             tests_performed=s.tests_performed + bcf.tests,
             tests_untestable=s.tests_untestable + bcf.untestable,
+            means=np.array([m for m, _ in bcf.origins], dtype=np.float64),
+            scales=np.array([c for _, c in bcf.origins], dtype=np.float64),
         )
         return decisions
 

@@ -100,6 +100,28 @@ def cross_dots(A: Matrix, B: Matrix) -> Matrix:
     return out
 
 
+def row_origins(X: npt.ArrayLike) -> tuple[Vector, Vector]:
+    """The mean and scale of each row as ``standardize_rows`` standardises it.
+
+    A row of U is (x - mean) / scale, so x = U * scale + mean (to rounding);
+    scale is 0 for a constant row.
+
+    >>> mean, scale = row_origins([[1.0, 2.0, 3.0], [5.0, 5.0, 5.0]])
+    >>> mean.tolist(), scale.round(4).tolist()
+    ([2.0, 5.0], [1.4142, 0.0])
+    """
+    A = as_rows(X)
+    n = A.shape[1]
+    if n == 0:
+        return np.zeros(A.shape[0]), np.zeros(A.shape[0])
+    mean = A.sum(axis=1) / n
+    C = A - mean[:, None]
+    peak = np.abs(C).max(axis=1)
+    safe = np.where(peak > 0.0, peak, 1.0)
+    norms = np.sqrt(((C / safe[:, None]) ** 2).sum(axis=1))
+    return mean, np.where(peak > 0.0, safe * norms, 0.0)
+
+
 def correlations(U: Matrix, v: Vector) -> Vector:
     """Pearson correlations of standardised rows U with standardised v, clipped to [-1, 1]."""
     return np.clip(row_dots(U, v), -1.0, 1.0)
@@ -113,5 +135,6 @@ __all__ = [
     "cross_dots",
     "is_constant_rows",
     "row_dots",
+    "row_origins",
     "standardize_rows",
 ]
