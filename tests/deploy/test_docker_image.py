@@ -127,6 +127,12 @@ def test_the_wheel_holds_the_server_and_the_client_and_declares_the_extra(image:
     assert "featurestream_client/cli.py" in names
     assert "featurestream_client/py.typed" in names
     assert "Provides-Extra: client" in text.splitlines()
+    # The web page and the Swagger UI it serves itself (package data).
+    static = "featurestream/api/ui/static/"
+    for name in ("index.html", "app.js", "app.css", "favicon.svg"):
+        assert static + name in names
+    for name in ("swagger-ui-bundle.js", "swagger-ui.css", "LICENSE"):
+        assert f"{static}vendor/swagger-ui/{name}" in names
 
 
 def test_the_packages_come_from_the_wheel(image: Image) -> None:
@@ -172,6 +178,8 @@ def test_client_commands_work_against_a_server_run_from_the_image(image: Image) 
                 time.sleep(0.05)
         else:
             pytest.fail("the server did not answer /healthz")
+        for path in ("/ui/", "/ui/app.js", "/docs", "/ui/vendor/swagger-ui/swagger-ui-bundle.js"):
+            assert httpx.get(url + path, timeout=10).status_code == 200, path
         data = image.root / "small.csv"
         rows = [f"{i},{(i * 7) % 5},{i % 2}" for i in range(20)]
         data.write_text("a,b,y\n" + "\n".join(rows) + "\n")

@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from featurestream import __version__
-from featurestream.api import problems, schemas, ws
+from featurestream.api import problems, schemas, ui, ws
 from featurestream.api.auth import KeyRing
 from featurestream.api.metrics import Metrics
 from featurestream.api.middleware import (
@@ -83,6 +83,9 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
         summary="Streaming feature selection: online selectors over feature and instance "
         "streams, with state in Redis.",
         lifespan=lifespan,
+        # /docs is served by api/ui with local assets (no CDN); there is no /redoc.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.metrics = metrics
@@ -90,6 +93,7 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
     problems.install(app)
     for module in (streams, features, instances, selection, history, evaluation, ws, ops):
         app.include_router(module.router)
+    ui.install(app)
     # Innermost: the polled read, answered ahead of the router (see api/middleware.py).
     app.add_middleware(SelectionReads, route=selection.selected_route())
     app.add_middleware(

@@ -5,10 +5,19 @@ caller's key, then hands the connection to a :class:`Session`. On connect the
 server sends the current selection; a client that sends no frames just
 receives selection messages (feature streams too). Every message carries a
 ``type``: ``ack``, ``selection`` or ``error`` (see docs/api.md).
+
+The API key comes in the ``Authorization`` header, or as ``?token=`` for
+clients that cannot set headers; or, with ``?auth=message``, as the first
+message, ``{"type": "auth", "key": "..."}``, sent within
+``AUTH_MESSAGE_SECONDS``: that is how the web page keeps the key out of URLs
+(and out of access logs and browser history).
 """
 
 from __future__ import annotations
 
+import asyncio
+
+import orjson
 from fastapi import APIRouter, WebSocket
 from starlette.status import (
     WS_1000_NORMAL_CLOSURE,
@@ -29,6 +38,10 @@ from featurestream.api.ws.session import Session, Sessions, error_text
 from featurestream.errors import InvalidInput, Unauthorized
 
 router = APIRouter(prefix="/v1/streams", tags=["websocket"])
+
+# How long a connection with ``?auth=message`` may take to send its key.
+AUTH_MESSAGE_SECONDS = 10.0
+AUTH_MODES = ("message",)
 
 # The close codes a session ends with (docs/api.md lists them with their meaning).
 CLOSE_CODES = (
@@ -60,6 +73,45 @@ def parse_query(websocket: WebSocket) -> tuple[str, int | None]:
     return producer, seq
 
 
+def auth_mode(websocket: WebSocket) -> str | None:
+    """``message`` when the key comes as the first message; None for header or token."""
+    mode = websocket.query_params.get("auth")
+    if mode is not None and mode not in AUTH_MODES:
+        raise InvalidInput(
+            f"auth must be one of {list(AUTH_MODES)}; got {mode[:40]!r}.", field="auth"
+        )
+    return mode
+
+
+def parse_auth_message(message: str | bytes | None) -> str:
+    """The key of an ``{"type": "auth", "key": "..."}`` message; Unauthorized otherwise."""
+    expected = 'the first message must be {"type": "auth", "key": "<API key>"}'
+    if not isinstance(message, str):
+        raise Unauthorized(f"Missing API key: {expected}.")
+    try:
+        doc = orjson.loads(message)
+    except orjson.JSONDecodeError:
+        raise Unauthorized(f"Missing API key: {expected}.") from None
+    key = doc.get("key") if isinstance(doc, dict) and doc.get("type") == "auth" else None
+    if not isinstance(key, str) or not key:
+        raise Unauthorized(f"Missing API key: {expected}.")
+    return key
+
+
+async def receive_key(websocket: WebSocket) -> str | None:
+    """The key of the first message (None when the client left first); Unauthorized
+    when it is not an auth message or does not come within ``AUTH_MESSAGE_SECONDS``."""
+    try:
+        message = await asyncio.wait_for(websocket.receive(), AUTH_MESSAGE_SECONDS)
+    except TimeoutError:
+        raise Unauthorized(
+            f"Missing API key: no auth message within {AUTH_MESSAGE_SECONDS:g} s."
+        ) from None
+    if message["type"] == "websocket.disconnect":
+        return None
+    return parse_auth_message(message.get("text", message.get("bytes")))
+
+
 @router.websocket("/{stream_id}/ws")
 async def stream_socket(websocket: WebSocket, stream_id: str) -> None:
     """Frames of instances in, ``ack``/``error``/``selection`` messages out."""
@@ -75,9 +127,13 @@ async def stream_socket(websocket: WebSocket, stream_id: str) -> None:
                 f"Stream ids match {STREAM_ID_PATTERN}; got {stream_id[:40]!r}.", field="id"
             )
         producer, seq = parse_query(websocket)
-        # The key comes in the Authorization header, or as ?token= for clients
-        # (browsers) that cannot set headers on a WebSocket.
-        credential = credential_of(websocket, websocket.query_params.get("token"))
+        # The key comes in the Authorization header, as ?token=, or as the first message.
+        token = websocket.query_params.get("token")
+        if auth_mode(websocket) == "message":
+            token = await receive_key(websocket)
+            if token is None:
+                return
+        credential = credential_of(websocket, token)
     except Unauthorized as exc:
         await websocket.send_text(error_text(exc))
         await websocket.close(WS_1008_POLICY_VIOLATION, "unauthorized")
@@ -103,4 +159,12 @@ async def stream_socket(websocket: WebSocket, stream_id: str) -> None:
         sessions.discard(session)
 
 
-__all__ = ["CLOSE_CODES", "parse_query", "router", "stream_socket"]
+__all__ = [
+    "AUTH_MESSAGE_SECONDS",
+    "CLOSE_CODES",
+    "auth_mode",
+    "parse_auth_message",
+    "parse_query",
+    "router",
+    "stream_socket",
+]
