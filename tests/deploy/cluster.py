@@ -262,8 +262,7 @@ class Cluster:
                     client = n.client()
                     if (
                         _info(client, "replication")["role"] == "master"
-                        and b"cluster_state:ok"
-                        in client.execute_command("CLUSTER", "INFO")  # type: ignore[no-untyped-call]
+                        and b"cluster_state:ok" in client.execute_command("CLUSTER", "INFO")  # type: ignore[no-untyped-call]
                         and n not in self._masters_before
                     ):
                         return n
