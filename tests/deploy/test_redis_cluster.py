@@ -42,7 +42,7 @@ prefixes = st.from_regex(Settings.model_fields["key_prefix"].metadata[-1].patter
 
 def stream_slots(prefix: str, stream_id: str) -> set[int]:
     k = stream_keys(prefix, stream_id)
-    return {key_slot(key.encode()) for key in (*k.all(), k.channel)}
+    return {key_slot(key.encode()) for key in (*k.all(), k.channel, k.barrier)}
 
 
 @given(prefix=st.sampled_from(["fs", "prod.fs", "a:b"]) | prefixes, stream_id=stream_ids)

@@ -25,6 +25,9 @@ class StreamKeys:
     names: str
     replays: str  # the stored responses' fields, oldest first (a sorted set)
     channel: str
+    # Written (and expiring) only to make a replayed answer wait for the replicas: see
+    # RedisStore.stored_response. Not one of the keys the scripts take.
+    barrier: str
 
     def all(self) -> tuple[str, ...]:
         """Every key of the stream (the commit script takes them in this order)."""
@@ -55,6 +58,7 @@ def stream_keys(prefix: str, stream_id: str) -> StreamKeys:
         names=f"{base}:names",
         replays=f"{base}:replays",
         channel=f"{base}:selection",
+        barrier=f"{base}:barrier",
     )
 
 

@@ -1027,6 +1027,11 @@ class RedisStore:
         k = stream_keys(self._prefix, stream_id)
         async with self._guard():
             value: Any = await self._redis.hget(k.responses, response_field(producer, seq))
+            if value is not None and self._replicas_ack:
+                # The write it answers may never have reached a replica (its first try got
+                # 503): a write behind it that replicas acknowledge carries it with it, as
+                # replication keeps the order of the master's writes.
+                await self._acknowledged(k.barrier, ("SET", k.barrier, b"", "PX", 60_000))
         return None if value is None else bytes(value)
 
     async def list_streams(self, tenant: str | None = None) -> list[StreamSummary]:
@@ -1046,7 +1051,7 @@ class RedisStore:
             info: Any = await self._redis.hget(k.meta, "info")
             # One DEL of the stream's keys (one slot), then its index entry (a listing
             # skips an entry whose stream is gone; the quota drops it once old).
-            await self._write(k.meta, "DEL", *k.all())
+            await self._write(k.meta, "DEL", *k.all(), k.barrier)
             if info is not None:
                 tenant = json.loads(info).get("tenant")
                 await self._redis.zrem(tenant_index_key(self._prefix, tenant), stream_id)
