@@ -55,6 +55,10 @@ frames, or with --ingest features SAOLA columns of a dorothea-like set) by
 --writer raw, sdk, json or websockets; prints the read latency percentiles
 (measured from each read's scheduled time) and the write rate.
 
+Tenants (`featurestream bench tenants`): create and list latency (p50, p99) in
+a tenant holding one stream while --others streams (10,000) of other tenants
+exist; `featurestream bench tenants --help` for its options.
+
 Without --dataset, --quick or --scaling: the original single-run modes
 (--mode features|instances, --columns, --rows, --repeat, ...).
 """
@@ -201,6 +205,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from featurestream.bench import ofs_kernel
 
         return ofs_kernel.main(args_in[1:])
+    if args_in[:1] == ["tenants"]:
+        from featurestream.bench import tenants
+
+        return tenants.main(args_in[1:])
     scaling_cmd = args_in[:1] == ["scaling"]
     latency_cmd = args_in[:1] == ["latency"]
     parser = build_parser()
