@@ -125,6 +125,9 @@ def test_master_killed_mid_writes_loses_no_acknowledged_update(
             time.sleep(0.01)
         victim.kill()
         acked_at_kill = (http.log.last_ack, ws.log.last_ack)
+        # Until a replica takes over (more than cluster-node-timeout), a slot's master is
+        # down: the processes are not ready.
+        assert httpx.get(servers[0].url + "/readyz", timeout=10).status_code == 503
         heir = cluster.wait_failover(victim)
         # The heir has no replica left, so no write can be acknowledged (503) until
         # the killed node is back: restarted on its files, it rejoins as the heir's

@@ -49,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
@@ -103,15 +104,8 @@ CLUSTER_CONDITIONS: tuple[type[BaseException], ...] = (
 )
 # Error replies of a Redis that cannot take the write now (loading its data, a replica,
 # fewer good replicas than min-replicas-to-write, a master down).
-UNAVAILABLE_CODES = (
-    "LOADING",
-    "READONLY",
-    "MASTERDOWN",
-    "NOREPLICAS",
-    "CLUSTERDOWN",
-    "TRYAGAIN",
-    "MOVED",
-    "ASK ",
+UNAVAILABLE_CODES = re.compile(
+    r"\b(LOADING|READONLY|MASTERDOWN|NOREPLICAS|CLUSTERDOWN|TRYAGAIN|MOVED|ASK)\b"
 )
 
 
@@ -689,7 +683,7 @@ class RedisStore:
             self._rediscover()
             raise StoreUnavailable(f"Redis Cluster cannot serve this now: {exc}") from exc
         except rex.ResponseError as exc:
-            if any(code in str(exc) for code in UNAVAILABLE_CODES):
+            if UNAVAILABLE_CODES.search(str(exc)):
                 self._rediscover()
                 raise StoreUnavailable(f"Redis cannot serve writes: {exc}") from exc
             raise
@@ -845,13 +839,11 @@ class RedisStore:
 
     async def _writable(self) -> bool:
         if not self._cluster:
-            role: Any = await self._redis.execute_command("ROLE")
-            return bool(role) and bytes(role[0]) == b"master"
+            return _is_master(await self._redis.execute_command("ROLE"))
         if self._redis._initialize:
             await self._redis.initialize()
         for node in self._redis.get_primaries():
-            role = await node.execute_command("ROLE")
-            if not role or bytes(role[0]) != b"master":
+            if not _is_master(await node.execute_command("ROLE")):
                 return False
             info: Any = await node.execute_command("CLUSTER", "INFO")
             text = info.decode() if isinstance(info, bytes) else str(info)
@@ -1056,6 +1048,14 @@ class RedisStore:
                 tenant = json.loads(info).get("tenant")
                 await self._redis.zrem(tenant_index_key(self._prefix, tenant), stream_id)
         return info is not None
+
+
+def _is_master(role: Any) -> bool:
+    """Whether a ``ROLE`` reply is a master's."""
+    if not role:
+        return False
+    first = role[0]
+    return (first.decode() if isinstance(first, bytes) else str(first)) == "master"
 
 
 def _has_room(info: dict[str, Any]) -> bool:
