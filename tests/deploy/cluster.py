@@ -46,6 +46,7 @@ class Node:
     port: int
     directory: Path
     extra: tuple[str, ...] = ()
+    durable: bool = True
     process: subprocess.Popen[bytes] | None = None
     stopped: bool = False
     _client: redis.Redis | None = None
@@ -65,7 +66,7 @@ class Node:
             "--save",
             "",
             "--appendonly",
-            "yes",
+            "yes" if self.durable else "no",
             "--appendfsync",
             "always",
             "--cluster-enabled",
@@ -139,7 +140,8 @@ class Cluster:
     nodes: list[Node] = field(default_factory=list)
 
     @classmethod
-    def start(cls, size: int = 6, extra: tuple[str, ...] = ()) -> Cluster:
+    def start(cls, size: int = 6, extra: tuple[str, ...] = (), durable: bool = True) -> Cluster:
+        """``durable``: AOF with ``appendfsync always`` (else no persistence at all)."""
         directory = Path(tempfile.mkdtemp(prefix="fs-cluster-"))
         cluster = cls(directory)
         try:
@@ -147,7 +149,7 @@ class Cluster:
             for i in range(size):
                 port = _cluster_port(taken)
                 taken |= {port, port + 10000}
-                node = Node(port, directory / f"node-{i}", extra)
+                node = Node(port, directory / f"node-{i}", extra, durable=durable)
                 cluster.nodes.append(node)
                 node.start()
             cli = shutil.which("redis-cli")

@@ -20,6 +20,8 @@ are not acknowledged; after SIGCONT the same writes succeed, applied once.
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,12 +30,16 @@ import httpx
 import numpy as np
 import pytest
 import redis
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
 
 from featurestream.store.keys import stream_keys
 from tests.deploy.cluster import Cluster, Node
 from tests.faults.harness import (
     CLOSE_TRY_AGAIN_LATER,
     FeatureProducer,
+    FeatureRequest,
+    FeatureWorkload,
     FrameProducer,
     Processes,
     ServerProcess,
@@ -92,6 +98,32 @@ def _url(node: Node) -> str:
     return f"redis://127.0.0.1:{node.port}/0"
 
 
+class Watcher(threading.Thread):
+    """A WebSocket client that only follows a stream's selection (it sends nothing)."""
+
+    def __init__(self, server: ServerProcess, stream_id: str) -> None:
+        super().__init__(daemon=True)
+        self.url = server.ws_url(stream_id)
+        self.versions: list[int] = []
+        self.close_code: int | None = None
+        self.ready = threading.Event()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        with connect(self.url, open_timeout=10) as conn:
+            try:
+                while not self.stop.is_set():
+                    try:
+                        msg = json.loads(conn.recv(timeout=0.2))
+                    except TimeoutError:
+                        continue
+                    if msg["type"] == "selection":
+                        self.versions.append(int(msg["version"]))
+                        self.ready.set()
+            except ConnectionClosed as exc:
+                self.close_code = exc.rcvd.code if exc.rcvd else None
+
+
 @pytest.mark.parametrize("seed", range(10))
 def test_master_killed_mid_writes_loses_no_acknowledged_update(
     seed: int, cluster: Cluster, servers: list[ServerProcess], request: pytest.FixtureRequest
@@ -116,6 +148,10 @@ def test_master_killed_mid_writes_loses_no_acknowledged_update(
     )
     kill_after = int(rng.integers(5, 15))
     with seed_note(seed, f"python -m pytest -p no:cacheprovider '{request.node.nodeid}'"):
+        # Follows the feature stream on the process the WebSocket producer does not use.
+        watcher = Watcher(servers[1 - seed % 2], fid)
+        watcher.start()
+        assert watcher.ready.wait(10), "the watcher got no first message"
         http.start()
         ws.start()
         deadline = time.monotonic() + 30
@@ -159,10 +195,35 @@ def test_master_killed_mid_writes_loses_no_acknowledged_update(
             assert stored.producers[log.name] == log.total
         for s in servers:
             assert httpx.get(s.url + "/readyz", timeout=10).status_code == 200
+        # The watcher's process subscribed the channel again on the new master: a change
+        # of the selection now reaches it, over the connection it had all along.
+        extra = _selection_changing_request(features, seed)
+        r = httpx.post(
+            servers[0].url + f"/v1/streams/{fid}/features",
+            **extra.http("p", http.log.total + 1),
+            timeout=30,
+        )
+        assert r.status_code == 200, r.text
+        changed = int(r.json()["version"])
+        deadline = time.monotonic() + 10
+        while changed not in watcher.versions and watcher.is_alive():
+            assert time.monotonic() < deadline, (watcher.versions[-3:], changed)
+            time.sleep(0.05)
+        watcher.stop.set()
+        watcher.join(10)
+        assert watcher.close_code is None, f"the watcher was closed ({watcher.close_code})"
+        assert changed in watcher.versions
     print(
         f"seed {seed}: killed {victim.port} after {acked_at_kill} acks; "
         f"http 503s {http.log.store_errors}, ws closes {dict(ws.log.close_codes)}"
     )
+
+
+def _selection_changing_request(workload: FeatureWorkload, seed: int) -> FeatureRequest:
+    """A column equal to the target: SAOLA selects it, so the selection changes."""
+    name = f"target-copy-{seed}"
+    workload.columns[name] = workload.y.copy()
+    return FeatureRequest((name,), workload.y[None, :].copy(), "json")
 
 
 def test_with_the_replica_paused_writes_are_503_and_succeed_after_it_resumes(

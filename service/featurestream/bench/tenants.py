@@ -1,11 +1,13 @@
 """``featurestream bench tenants``: create and list latency in a small tenant among many streams.
 
 A server is started on ``--store`` (a Redis, or a Redis Cluster with
-``redis+cluster://``) with API keys for ``--tenants`` tenants. They get
-``--others`` streams between them, created over HTTP by ``--workers`` threads.
-Then a tenant holding one stream creates a stream and lists its streams,
+``redis+cluster://``) with API keys for ``--tenants`` other tenants and one
+more. The others get ``--others`` streams between them, created over HTTP by
+``--workers`` threads.
+A tenant holding one stream creates a stream and lists its streams,
 ``--samples`` times each (each created stream is deleted again before the next
-sample, so the tenant holds one or two streams throughout), and the latency of
+sample, so the tenant holds one or two streams throughout), once before the
+other streams exist ("alone") and once after ("among"), and the latency of
 each call is reported: p50, p99 and the largest. With per-tenant indexes and
 no global key, neither call depends on the other tenants' streams. Every
 stream is deleted at the end (the keys are under a fresh prefix too).
@@ -48,8 +50,10 @@ class TenantsResult:
     other_streams: int
     other_tenants: int
     seed_seconds: float
-    create: Figures
+    create: Figures  # among the other tenants' streams
     list: Figures
+    create_alone: Figures  # the same tenant, before the other streams were created
+    list_alone: Figures
 
 
 def _figures(ms: list[float]) -> Figures:
@@ -89,35 +93,52 @@ def measure(store: str, *, others: int, tenants: int, samples: int, workers: int
                 for t in names
             }
             owned = [(f"t{i % tenants}", f"s{i}") for i in range(others)]
+            solo = clients[SOLO]
             try:
+                _expect(solo.post("/v1/streams", json=_body("one")), 201)
+                # The same calls before the other streams exist: the baseline.
+                alone = _sample(solo, samples, "a")
                 started = time.perf_counter()
                 _each(
                     workers, owned, lambda t, s: clients[t].post("/v1/streams", json=_body(s)), 201
                 )
                 seeded = time.perf_counter() - started
-                solo = clients[SOLO]
-                _expect(solo.post("/v1/streams", json=_body("one")), 201)
-                creates: list[float] = []
-                lists: list[float] = []
-                for i in range(samples):
-                    t0 = time.perf_counter()
-                    r = solo.post("/v1/streams", json=_body(f"new{i}"))
-                    creates.append((time.perf_counter() - t0) * 1000)
-                    _expect(r, 201)
-                    t0 = time.perf_counter()
-                    r = solo.get("/v1/streams")
-                    lists.append((time.perf_counter() - t0) * 1000)
-                    _expect(r, 200)
-                    assert len(r.json()["streams"]) == 2, r.text
-                    _expect(solo.delete(f"/v1/streams/new{i}"), 204)
+                among = _sample(solo, samples, "b")
                 _expect(solo.delete("/v1/streams/one"), 204)
             finally:
                 _each(workers, owned, lambda t, s: clients[t].delete(f"/v1/streams/{s}"), None)
                 for c in clients.values():
                     c.close()
     return TenantsResult(
-        store, others, tenants, round(seeded, 1), _figures(creates), _figures(lists)
+        store,
+        others,
+        tenants,
+        round(seeded, 1),
+        _figures(among[0]),
+        _figures(among[1]),
+        _figures(alone[0]),
+        _figures(alone[1]),
     )
+
+
+def _sample(solo: httpx.Client, samples: int, tag: str) -> tuple[list[float], list[float]]:
+    """Milliseconds of ``samples`` creates and listings by the tenant that holds one stream;
+    each created stream is deleted before the next sample."""
+    creates: list[float] = []
+    lists: list[float] = []
+    for i in range(samples):
+        t0 = time.perf_counter()
+        r = solo.post("/v1/streams", json=_body(f"new-{tag}{i}"))
+        creates.append((time.perf_counter() - t0) * 1000)
+        _expect(r, 201)
+        t0 = time.perf_counter()
+        r = solo.get("/v1/streams")
+        lists.append((time.perf_counter() - t0) * 1000)
+        _expect(r, 200)
+        if len(r.json()["streams"]) != 2:
+            raise RuntimeError(f"the tenant lists {r.text[:300]}, not its two streams")
+        _expect(solo.delete(f"/v1/streams/new-{tag}{i}"), 204)
+    return creates, lists
 
 
 def _expect(r: httpx.Response, status: int | None) -> None:
@@ -140,10 +161,16 @@ def report(result: TenantsResult, as_json: bool) -> str:
     lines = [
         f"store {result.store}: {result.other_streams} streams of {result.other_tenants} "
         f"other tenants (created in {result.seed_seconds} s); tenant {SOLO!r} holds one",
-        f"{'call':<8}{'samples':>9}{'p50 ms':>10}{'p99 ms':>10}{'max ms':>10}",
+        f"{'call':<8}{'':<7}{'samples':>9}{'p50 ms':>10}{'p99 ms':>10}{'max ms':>10}",
     ]
-    for name, f in (("create", result.create), ("list", result.list)):
-        lines.append(f"{name:<8}{f.samples:>9}{f.p50:>10.2f}{f.p99:>10.2f}{f.max:>10.2f}")
+    rows = (
+        ("create", "alone", result.create_alone),
+        ("create", "among", result.create),
+        ("list", "alone", result.list_alone),
+        ("list", "among", result.list),
+    )
+    for name, when, f in rows:
+        lines.append(f"{name:<8}{when:<7}{f.samples:>9}{f.p50:>10.2f}{f.p99:>10.2f}{f.max:>10.2f}")
     return "\n".join(lines)
 
 
