@@ -419,10 +419,15 @@ class PubSubHub:
         shard = self._shards.get(name)
         if shard is None:
             shard = self._shards[name] = _Shard(name, make())
-        if sharded:
-            await shard.pubsub.ssubscribe(channel)
-        else:
-            await shard.pubsub.subscribe(channel)
+        try:
+            if sharded:
+                await shard.pubsub.ssubscribe(channel)
+            else:
+                await shard.pubsub.subscribe(channel)
+        except BaseException:
+            if not shard.channels:
+                await self._close_shard(shard)  # a connection that never served
+            raise
         shard.channels.add(channel)
         self._where[channel] = name
         if shard.task is None:
