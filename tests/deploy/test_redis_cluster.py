@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,7 +34,7 @@ from featurestream.api.deps import STREAM_ID_PATTERN
 from featurestream.config import Settings, parse_cluster_url
 from featurestream.store.keys import legacy_index_key, stream_keys, tenant_index_key
 from tests import support
-from tests.deploy.cluster import Cluster
+from tests.deploy.cluster import Cluster, Node
 from tests.faults.harness import Processes, ServerProcess
 
 stream_ids = st.from_regex(STREAM_ID_PATTERN, fullmatch=True)
@@ -328,3 +329,65 @@ def _instance_stream(
         headers={**h, "content-type": "application/x-npy", "X-Label-Column": "last"},
     )
     assert r.status_code == 200 and r.json()["instances_seen"] == 60, r.text
+
+
+def _move_slot(cluster: Cluster, slot: int, source: Node, target: Node) -> None:
+    """Move one slot and its keys from ``source`` to ``target`` (what resharding does)."""
+    src, dst = source.client(), target.client()
+    src_id = src.execute_command("CLUSTER", "MYID").decode()  # type: ignore[no-untyped-call]
+    dst_id = dst.execute_command("CLUSTER", "MYID").decode()  # type: ignore[no-untyped-call]
+    dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)  # type: ignore[no-untyped-call]
+    src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)  # type: ignore[no-untyped-call]
+    while keys := src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):  # type: ignore[no-untyped-call]
+        src.execute_command(  # type: ignore[no-untyped-call]
+            "MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys
+        )
+    for node in cluster.masters():
+        node.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)  # type: ignore[no-untyped-call]
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+def test_a_subscription_follows_its_stream_when_the_slot_moves(
+    cluster: Cluster, processes: Processes, keys_file: Path
+) -> None:
+    X, y = support.wdbc()
+    env = {"FEATURESTREAM_API_KEYS_FILE": str(keys_file)}
+    a, b = processes.start(2, cluster.url, PREFIX, env=env)
+    h = auth("acme")
+    sid = "moving"
+    meta = stream_keys(PREFIX, f"acme~{sid}").meta
+    channel = stream_keys(PREFIX, f"acme~{sid}").channel
+    source = cluster.owner(meta)
+    target = next(n for n in cluster.masters() if n is not source)
+    statuses = Statuses()
+    with httpx.Client(base_url=a.url, timeout=30, event_hooks={"response": [statuses.hook]}) as ha:
+        body = {"id": sid, "algorithm": "saola", "target": y.tolist()}
+        assert ha.post("/v1/streams", json=body, headers=h).status_code == 201
+        url = b.url.replace("http", "ws") + f"/v1/streams/{sid}/ws"
+        with connect(url, additional_headers=h) as ws:
+            assert recv(ws)["version"] == 0
+            cols = [{"name": "f21", "values": X[21].tolist()}]
+            r = ha.post(f"/v1/streams/{sid}/features", json={"features": cols}, headers=h)
+            assert r.status_code == 200
+            assert _next_selection(ws)["version"] == 1
+            _move_slot(cluster, key_slot(f"acme~{sid}".encode()), source, target)
+            assert cluster.owner(meta) is target
+            # The old owner told process b the channel left it; b subscribed it on the
+            # new owner (and had the session re-read the selection: nothing new).
+            deadline = time.monotonic() + 10
+            while target.client().execute_command("PUBSUB", "SHARDCHANNELS", channel) != [  # type: ignore[no-untyped-call]
+                channel.encode()
+            ]:
+                assert time.monotonic() < deadline, "not subscribed on the new owner"
+                time.sleep(0.05)
+            assert source.client().execute_command("PUBSUB", "SHARDCHANNELS", channel) == []  # type: ignore[no-untyped-call]
+            # Process a follows the MOVED redirection; b's WebSocket sees the change.
+            cols = [{"name": "f27", "values": X[27].tolist()}]
+            r = ha.post(f"/v1/streams/{sid}/features", json={"features": cols}, headers=h)
+            assert r.status_code == 200, r.text
+            seen = _next_selection(ws)
+            assert seen["version"] == 2 and "f27" in seen["selected"]
+        assert ha.get(f"/v1/streams/{sid}/events", headers=h).status_code == 200
+        assert ha.delete(f"/v1/streams/{sid}", headers=h).status_code == 204
+    assert not [s for s in statuses.seen if s >= 500], statuses.seen
