@@ -239,5 +239,24 @@ class Settings(BaseSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _replicas_need_redis(self) -> Settings:
+        """``replicas_ack`` waits for Redis replicas: a Redis store, and a wait that ends
+        before the store call does.
+
+        >>> Settings(store_url="memory://", replicas_ack=1)
+        Traceback (most recent call last):
+        ...
+        pydantic_core._pydantic_core.ValidationError: 1 validation error for Settings
+        ...
+        """
+        if self.replicas_ack and self.store_kind == "memory":
+            raise ValueError("replicas_ack waits for Redis replicas: it needs a Redis store.")
+        if self.replicas_ack and self.replicas_ack_timeout >= self.store_timeout:
+            raise ValueError(
+                "replicas_ack_timeout must be below store_timeout (a store call ends there)."
+            )
+        return self
+
 
 __all__ = ["ClusterTarget", "Settings", "parse_cluster_url"]
