@@ -85,7 +85,6 @@ def test_cluster_store_urls() -> None:
             Settings(store_url=bad)
 
 
-
 def test_replicas_ack_needs_redis_and_a_wait_shorter_than_a_store_call() -> None:
     assert Settings(store_url="redis://h:6379/0", replicas_ack=1).replicas_ack == 1
     with pytest.raises(ValueError, match="needs a Redis store"):
