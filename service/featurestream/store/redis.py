@@ -139,6 +139,17 @@ end
 return dropped
 """
 
+# KEYS[1] the tenant's index  ARGV[1] stream id  ARGV[2] when this create reserved it
+# Gives the reservation back (a create refused before it wrote anything), unless it was
+# renewed or marked done since (another create of the same id). Returns 1 when removed.
+UNRESERVE_LUA = """
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if score and tonumber(score) == tonumber(ARGV[2]) then
+  return redis.call('ZREM', KEYS[1], ARGV[1])
+end
+return 0
+"""
+
 # A reservation whose stream does not exist is dropped once older than this (seconds),
 # and a process looks for such reservations of one tenant at most this often.
 RESERVATION_GRACE = 60.0
@@ -588,6 +599,7 @@ class RedisStore:
         self._create = client.register_script(CREATE_LUA)
         self._reserve = client.register_script(RESERVE_LUA)
         self._drop_stale = client.register_script(DROP_STALE_LUA)
+        self._unreserve = client.register_script(UNRESERVE_LUA)
         self._migrated = False
         self._stale_checked: dict[str, float] = {}
         self._commit = client.register_script(COMMIT_LUA)
@@ -881,21 +893,30 @@ class RedisStore:
             # A listing tolerates an index entry whose stream is missing, never the
             # reverse; an interrupted create leaves a reservation that a retry completes
             # or that is dropped once old (see _drop_stale_reservations).
-            if not await self._reserve_id(owned, stream_id, quota):
+            reserved_at = time.time()
+            if not await self._reserve_id(owned, stream_id, quota, reserved_at):
                 raise QuotaReached(tenant, quota or 0)
-            created = await self._script(
-                self._create,
-                list(k.all()),
-                [
-                    json.dumps(info),
-                    incarnation,
-                    blob,
-                    created_at,
-                    selection,
-                    status,
-                    ttl_ms(info),
-                ],
-            )
+            try:
+                created = await self._script(
+                    self._create,
+                    list(k.all()),
+                    [
+                        json.dumps(info),
+                        incarnation,
+                        blob,
+                        created_at,
+                        selection,
+                        status,
+                        ttl_ms(info),
+                    ],
+                )
+            except rex.OutOfMemoryError:
+                # Refused before it ran (maxmemory): nothing of the stream exists, so the
+                # reservation is given back at once. Any other failure leaves it: the
+                # create may have happened (outcome unknown).
+                with suppress(rex.RedisError, rex.RedisClusterException, OSError):
+                    await self._unreserve(keys=[owned], args=[stream_id, reserved_at])
+                raise
             # Done (score 0) whether created now or found (the id is this tenant's: ids
             # are scoped by tenant), again in case a delete of the same id removed the
             # reservation meanwhile.
@@ -904,11 +925,11 @@ class RedisStore:
         if not created:
             raise StreamExists(stream_id)
 
-    async def _reserve_id(self, owned: str, stream_id: str, quota: int | None) -> bool:
+    async def _reserve_id(self, owned: str, stream_id: str, quota: int | None, now: float) -> bool:
         """Reserve ``stream_id`` in the tenant's index unless it is full (see RESERVE_LUA)."""
         limit = quota if quota is not None else 2**53
         for attempt in range(2):
-            if await self._reserve(keys=[owned], args=[stream_id, limit, time.time()]):
+            if await self._reserve(keys=[owned], args=[stream_id, limit, now]):
                 return True
             # Full: reservations left by creates that never happened may hold slots.
             if attempt or not await self._drop_stale_reservations(owned):
