@@ -2,8 +2,55 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from urllib.parse import unquote
+
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+@dataclass(frozen=True)
+class ClusterTarget:
+    """A Redis Cluster store URL, parsed: the seed nodes and the credentials."""
+
+    nodes: list[tuple[str, int]]
+    username: str | None
+    password: str | None
+    ssl: bool
+
+
+def parse_cluster_url(url: str) -> ClusterTarget:
+    """The seed nodes and credentials of a ``redis+cluster://`` (or ``rediss+cluster://``,
+    TLS) store URL: ``redis+cluster://[user:password@]host:port[,host:port...]``.
+
+    >>> parse_cluster_url("redis+cluster://10.0.0.1:7000,10.0.0.2:7001").nodes
+    [('10.0.0.1', 7000), ('10.0.0.2', 7001)]
+    >>> t = parse_cluster_url("rediss+cluster://app:s%40cret@[::1]:7000/")
+    >>> t.ssl, t.username, t.password, t.nodes
+    (True, 'app', 's@cret', [('::1', 7000)])
+    """
+    scheme, _, rest = url.partition("://")
+    if scheme not in ("redis+cluster", "rediss+cluster"):
+        raise ValueError("a cluster store URL starts with redis+cluster:// or rediss+cluster://")
+    rest = rest.split("?", 1)[0].rstrip("/")
+    if "/" in rest:
+        db = rest.split("/", 1)[1]
+        if db not in ("", "0"):
+            raise ValueError("Redis Cluster has database 0 only: leave the /db out")
+        rest = rest.split("/", 1)[0]
+    username = password = None
+    if "@" in rest:
+        userinfo, rest = rest.rsplit("@", 1)
+        user, colon, secret = userinfo.partition(":")
+        username = unquote(user) or None
+        password = unquote(secret) if colon else None
+    nodes: list[tuple[str, int]] = []
+    for part in rest.split(","):
+        host, colon, port = part.strip().rpartition(":")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{part!r} is not host:port (a cluster store URL lists seed nodes)")
+        nodes.append((host.strip("[]"), int(port)))
+    return ClusterTarget(nodes, username, password, scheme == "rediss+cluster")
 
 
 class Settings(BaseSettings):
@@ -17,8 +64,9 @@ class Settings(BaseSettings):
 
     store_url: str = Field(
         "memory://",
-        description="memory:// (embedded, single process) or redis://host:port/db "
-        "(rediss:// for TLS).",
+        description="memory:// (embedded, single process), redis://host:port/db "
+        "(rediss:// for TLS) or, for a Redis Cluster, "
+        "redis+cluster://host:port[,host:port...] (rediss+cluster:// for TLS).",
     )
     host: str = Field("127.0.0.1", description="Address to bind (0.0.0.0 in containers).")
     port: int = Field(8000, ge=0, le=65535, description="TCP port of the HTTP/WebSocket API.")
@@ -147,6 +195,20 @@ class Settings(BaseSettings):
     redis_connect_timeout: float = Field(
         5.0, gt=0, description="Seconds to establish a Redis connection."
     )
+    replicas_ack: int = Field(
+        0,
+        ge=0,
+        description="Replicas every create, commit and delete must reach before it is "
+        "acknowledged (Redis WAIT on the connection that wrote, to the master of the "
+        "stream's slot); fewer within replicas_ack_timeout answer 503 store-unavailable, "
+        "outcome unknown. 0: the master's reply is enough (replication stays asynchronous).",
+    )
+    replicas_ack_timeout: float = Field(
+        1.0,
+        gt=0,
+        description="Seconds a write waits for replicas_ack replicas (WAIT's timeout); "
+        "keep it below store_timeout.",
+    )
     redis_max_connections: int = Field(
         64, ge=1, description="Size of each process's Redis connection pool."
     )
@@ -160,12 +222,26 @@ class Settings(BaseSettings):
     def store_kind(self) -> str:
         return self.store_url.split("://", 1)[0]
 
+    @property
+    def store_cluster(self) -> bool:
+        """Whether the store is a Redis Cluster (``redis+cluster://``, ``rediss+cluster://``).
+
+        >>> Settings(store_url="redis+cluster://127.0.0.1:7000,127.0.0.1:7001").store_cluster
+        True
+        """
+        return self.store_kind in ("redis+cluster", "rediss+cluster")
+
     @field_validator("store_url")
     @classmethod
     def _known_store(cls, v: str) -> str:
         scheme = v.split("://", 1)[0] if "://" in v else ""
-        if scheme not in ("memory", "redis", "rediss", "unix"):
-            raise ValueError("store_url must start with memory://, redis://, rediss:// or unix://")
+        if scheme not in ("memory", "redis", "rediss", "unix", "redis+cluster", "rediss+cluster"):
+            raise ValueError(
+                "store_url must start with memory://, redis://, rediss://, unix://, "
+                "redis+cluster:// or rediss+cluster://"
+            )
+        if scheme in ("redis+cluster", "rediss+cluster"):
+            parse_cluster_url(v)  # a bad list of nodes fails at start, saying why
         return v
 
     @model_validator(mode="after")
@@ -177,5 +253,24 @@ class Settings(BaseSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _replicas_need_redis(self) -> Settings:
+        """``replicas_ack`` waits for Redis replicas: a Redis store, and a wait that ends
+        before the store call does.
 
-__all__ = ["Settings"]
+        >>> Settings(store_url="memory://", replicas_ack=1)
+        Traceback (most recent call last):
+        ...
+        pydantic_core._pydantic_core.ValidationError: 1 validation error for Settings
+        ...
+        """
+        if self.replicas_ack and self.store_kind == "memory":
+            raise ValueError("replicas_ack waits for Redis replicas: it needs a Redis store.")
+        if self.replicas_ack and self.replicas_ack_timeout >= self.store_timeout:
+            raise ValueError(
+                "replicas_ack_timeout must be below store_timeout (a store call ends there)."
+            )
+        return self
+
+
+__all__ = ["ClusterTarget", "Settings", "parse_cluster_url"]

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from redis import exceptions as rex
 
-from featurestream.errors import StreamExists
+from featurestream.errors import StoreFull, StreamExists
 from featurestream.store import StateStore
 from featurestream.store.base import QuotaReached
 from featurestream.store.keys import tenant_index_key
@@ -70,5 +71,29 @@ async def test_a_reservation_whose_create_never_happened_is_dropped_when_old(
         with pytest.raises(QuotaReached):
             await _create(RedisStore(client, prefix=key_prefix), "a~3", "a", 2)
         assert await client.zscore(owned, "a~1") is not None
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.redis
+async def test_a_create_refused_for_want_of_memory_gives_its_reservation_back(
+    redis_url: str, key_prefix: str
+) -> None:
+    client = aioredis.Redis.from_url(redis_url)
+    store = RedisStore(client, prefix=key_prefix)
+    owned = tenant_index_key(key_prefix, "a")
+
+    async def refused(**_: Any) -> Any:
+        raise rex.OutOfMemoryError("command not allowed when used memory > 'maxmemory'.")
+
+    try:
+        await _create(store, "a~1", "a", 2)
+        store._create = refused
+        with pytest.raises(StoreFull):
+            await _create(store, "a~2", "a", 2)
+        # Nothing of a~2 was written, so its reservation is gone at once, not in a minute.
+        assert await client.zscore(owned, "a~2") is None
+        assert await client.zscore(owned, "a~1") == 0
+        assert [s.info["id"] for s in await store.list_streams("a")] == ["a~1"]
     finally:
         await client.aclose()

@@ -61,6 +61,10 @@ times FIRES (and its core update) beside a plain numpy transcription of its
 batch update, and checks that both end on the same weights and top m. Each
 takes --help.
 
+Tenants (`featurestream bench tenants`): create and list latency (p50, p99) in
+a tenant holding one stream while --others streams (10,000) of other tenants
+exist; `featurestream bench tenants --help` for its options.
+
 Without --dataset, --quick or --scaling: the original single-run modes
 (--mode features|instances, --columns, --rows, --repeat, ...).
 """
@@ -211,6 +215,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from featurestream.bench import fires_kernel
 
         return fires_kernel.main(args_in[1:])
+    if args_in[:1] == ["tenants"]:
+        from featurestream.bench import tenants
+
+        return tenants.main(args_in[1:])
     scaling_cmd = args_in[:1] == ["scaling"]
     latency_cmd = args_in[:1] == ["latency"]
     parser = build_parser()

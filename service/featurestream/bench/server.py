@@ -101,25 +101,28 @@ def spawn_server(
     blas_threads: int | None = 1,
     key_prefix: str | None = None,
     startup_seconds: float = 60.0,
+    env: dict[str, str] | None = None,
 ) -> Iterator[SpawnedServer]:
     """Start ``featurestream serve`` on a free port and wait until its store is ready.
 
     The keys go under a fresh prefix (``fsbench-<random>``), so a shared Redis
     is never touched outside it; every stream the benchmark creates is deleted
     by the benchmark itself. ``blas_threads`` caps the server's BLAS threads
-    (None leaves the environment as it is).
+    (None leaves the environment as it is); ``env`` adds settings of the server.
     """
     import httpx
 
     check_store(store)
     port = free_port()
     prefix = key_prefix or f"fsbench-{uuid.uuid4().hex[:10]}"
+    settings = dict(env or {})
     # No kernel warm-up in the background: it would compete with the runs it measures
     # (each instance-stream run warms the server itself, untimed, before its clock).
     env = {**os.environ, "FEATURESTREAM_KEY_PREFIX": prefix, "FEATURESTREAM_WARM_KERNELS": "false"}
     # Settings read FEATURESTREAM_*: options given here must win over the caller's shell.
     for var in ("FEATURESTREAM_STORE_URL", "FEATURESTREAM_WORKERS", "FEATURESTREAM_API_KEYS_FILE"):
         env.pop(var, None)
+    env.update(settings)
     if blas_threads is not None:
         for var in BLAS_VARIABLES:
             env[var] = str(blas_threads)

@@ -1,10 +1,13 @@
 """Every Redis key name featurestream uses, built here and nowhere else.
 
 All keys of one stream share the hash tag ``{<id>}``, so Redis Cluster keeps a
-stream on one slot and the multi-key commit script is legal there. The
-indexes (every stream; the streams of each tenant; the streams indexed by
-tenant) are the only keys outside a stream's slot; each is written by
-single-key commands or scripts, and tolerates entries whose stream is gone.
+stream on one slot and the multi-key commit script (and its SPUBLISH, whose
+shard channel carries the tag too) is legal there. The only other key written
+is each tenant's index of streams: one key per tenant, written by single-key
+commands or scripts, never in the same command as a stream's keys; it
+tolerates entries whose stream is gone. There is no key shared by every
+tenant (the set of every stream of release 0.1.0 is only read, and emptied,
+when a process starts: see ``legacy_index_key``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ class StreamKeys:
     names: str
     replays: str  # the stored responses' fields, oldest first (a sorted set)
     channel: str
+    # Written (and expiring) only to make a replayed answer wait for the replicas: see
+    # RedisStore.stored_response. Not one of the keys the scripts take.
+    barrier: str
 
     def all(self) -> tuple[str, ...]:
         """Every key of the stream (the commit script takes them in this order)."""
@@ -52,11 +58,19 @@ def stream_keys(prefix: str, stream_id: str) -> StreamKeys:
         names=f"{base}:names",
         replays=f"{base}:replays",
         channel=f"{base}:selection",
+        barrier=f"{base}:barrier",
     )
 
 
-def index_key(prefix: str) -> str:
-    """The set of stream ids (listing only; not part of any stream's slot)."""
+def legacy_index_key(prefix: str) -> str:
+    """The set of every stream id that release 0.1.0 kept (nothing writes it any more).
+
+    A process moves the streams still listed there into their tenants' indexes
+    when it starts, and removes them from it.
+
+    >>> legacy_index_key("fs")
+    'fs:streams'
+    """
     return f"{prefix}:streams"
 
 
@@ -73,18 +87,6 @@ def tenant_index_key(prefix: str, tenant: str | None) -> str:
     return f"{prefix}:streams:untenanted" if tenant is None else f"{prefix}:streams:tenant:{tenant}"
 
 
-def indexed_key(prefix: str) -> str:
-    """The set of stream ids already in their tenant's index (the rest are indexed at start).
-
-    Its hash tag is the name of the global index, so Redis Cluster keeps both on
-    one slot and can compare them in one command.
-
-    >>> indexed_key("fs")
-    '{fs:streams}:indexed'
-    """
-    return f"{{{index_key(prefix)}}}:indexed"
-
-
 def response_field(producer: str, seq: int) -> str:
     """Field of the responses hash holding the stored response of (producer, seq)."""
     return f"{producer}\n{seq}"
@@ -92,8 +94,7 @@ def response_field(producer: str, seq: int) -> str:
 
 __all__ = [
     "StreamKeys",
-    "index_key",
-    "indexed_key",
+    "legacy_index_key",
     "response_field",
     "stream_keys",
     "tenant_index_key",

@@ -1,35 +1,47 @@
-"""The Redis store: streams in Redis, shared by any number of server processes.
+"""The Redis store: streams in Redis or a Redis Cluster, shared by any number of processes.
 
 Layout (``store/keys.py``): per stream a meta hash, the state string, an event
 log Stream with one entry per commit (entry id ``<version>-0``), the producers
 hash (last seq), the stored-responses hash and the names set, all under one
-hash tag. Writes are Lua scripts, so each is atomic on the server; the commit
+hash tag, so a Redis Cluster keeps a stream on one slot. Writes are Lua
+scripts, so each is atomic on the server and touches one slot; the commit
 script is a compare-and-set on (incarnation, version, last commit id). Redis
 errors become StoreUnavailable here and nowhere else: among them a call that
 takes longer than ``store_timeout`` end to end (a hung Redis: SIGSTOP, a
-partition, a long fork), and ``OOM`` refusals (StoreFull, Redis at
-``maxmemory``). A call cut short by the timeout is cancelled inside redis-py,
-which then closes that connection instead of returning it to the pool with a
-reply still pending (``Connection.read_response`` and ``send_packed_command``
-disconnect on any exception, cancellation included).
+partition, a long fork), every cluster condition (MOVED or ASK the client
+could not follow in time, TRYAGAIN, CLUSTERDOWN, a slot no node serves, a node
+down, a demoted master: the client reads the topology again), and ``OOM``
+refusals (StoreFull, Redis at ``maxmemory``). A call cut short by the timeout
+is cancelled inside redis-py, which then closes that connection instead of
+returning it to the pool with a reply still pending.
 
-Tenants: each tenant's stream ids are a sorted set of their own. A create
-first *reserves* its id there with a script that counts the set and adds the
-id in one step (the per-tenant quota, atomic however many processes create at
-once), then creates the stream's keys and marks the reservation done (score
-0). The two steps are separate scripts because the index and the stream live
-on different Redis Cluster slots; a reservation whose create never happened
-(a crash, an outage) is dropped once it is older than a minute and its
-stream does not exist, when the tenant next reaches its quota. Listing reads
-the tenant's own index and streams. Streams created before tenant indexes
-existed are only in the global index; each process indexes them once, at
-start (``index_existing``).
+Cluster: ``redis+cluster://host:port[,host:port...]`` (``rediss+cluster://``
+for TLS) uses redis-py's cluster client, which routes each command to the
+master of its slot and follows the topology as it changes. There is no key
+shared by every stream or tenant.
 
-Selection notifications: the commit script PUBLISHes on the stream's channel.
-Each process keeps one pub/sub connection (:class:`PubSubHub`) subscribed to
-the channels its local listeners want, and fans messages out to them; it
-reconnects on its own and then tells every listener to re-read (RESYNC), since
-messages sent while it was away are lost.
+Tenants: each tenant's stream ids are a sorted set of their own (one key). A
+create first *reserves* its id there with a script that counts the set and
+adds the id in one step (the per-tenant quota, atomic however many processes
+create at once), then creates the stream's keys, then marks the reservation
+done (score 0): three single-slot steps, since the index and the stream live
+on different slots of a cluster. A reservation whose create never happened (a
+crash, an outage, an unknown outcome) is dropped once it is older than a
+minute and its stream does not exist, when the tenant next reaches its quota;
+a retried create completes one whose stream exists. So creating is O(1) in
+the number of streams and listing reads the tenant's own index and streams.
+
+Acknowledged writes: with ``replicas_ack`` N > 0, every create, commit and
+delete is followed by ``WAIT N timeout`` on the same connection (to the master
+of the stream's slot); fewer acknowledgements are a StoreUnavailable whose
+outcome is unknown (the engine then drops its copy of the stream).
+
+Selection notifications: the commit script SPUBLISHes (Redis >= 7; PUBLISH
+before) on the stream's shard channel. Each process keeps one pub/sub
+connection per node (:class:`PubSubHub`) subscribed to the channels its local
+listeners want, and fans messages out to them; after a lost connection or a
+slot move it subscribes again on the new owner and tells the channels'
+listeners to re-read (RESYNC), since messages sent while it was away are lost.
 """
 
 from __future__ import annotations
@@ -37,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
@@ -44,10 +57,11 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from redis import exceptions as rex
+from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 
-from featurestream.config import Settings
+from featurestream.config import Settings, parse_cluster_url
 from featurestream.errors import (
     ConcurrentUpdate,
     DuplicateNames,
@@ -57,6 +71,7 @@ from featurestream.errors import (
     StreamNotFound,
 )
 from featurestream.store.base import (
+    RESYNC,
     Broadcaster,
     Commit,
     EventEntry,
@@ -68,14 +83,31 @@ from featurestream.store.base import (
     ttl_ms,
 )
 from featurestream.store.keys import (
-    index_key,
-    indexed_key,
+    legacy_index_key,
     response_field,
     stream_keys,
     tenant_index_key,
 )
 
 log = logging.getLogger("featurestream.store")
+
+# The cluster's transient conditions: a slot moving or failed over (MOVED, ASK), TRYAGAIN
+# during a migration, CLUSTERDOWN / MASTERDOWN, a slot no node serves, a node that became
+# a replica (READONLY), the client unable to reach any node.
+CLUSTER_CONDITIONS: tuple[type[BaseException], ...] = (
+    rex.ClusterError,
+    rex.AskError,
+    rex.TryAgainError,
+    rex.ReadOnlyError,
+    rex.SlotNotCoveredError,
+    rex.RedisClusterException,
+)
+# Error replies of a Redis that cannot take the write now (loading its data, a replica,
+# fewer good replicas than min-replicas-to-write, a master down).
+UNAVAILABLE_CODES = re.compile(
+    r"\b(LOADING|READONLY|MASTERDOWN|NOREPLICAS|CLUSTERDOWN|TRYAGAIN|MOVED|ASK)\b"
+)
+
 
 # KEYS[1] the tenant's index (sorted set: stream id -> when it was last reserved)
 # ARGV[1] stream id  ARGV[2] quota  ARGV[3] now (Unix seconds)
@@ -105,6 +137,17 @@ for i = 2, #ARGV do
   end
 end
 return dropped
+"""
+
+# KEYS[1] the tenant's index  ARGV[1] stream id  ARGV[2] when this create reserved it
+# Gives the reservation back (a create refused before it wrote anything), unless it was
+# renewed or marked done since (another create of the same id). Returns 1 when removed.
+UNRESERVE_LUA = """
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if score and tonumber(score) == tonumber(ARGV[2]) then
+  return redis.call('ZREM', KEYS[1], ARGV[1])
+end
+return 0
 """
 
 # A reservation whose stream does not exist is dropped once older than this (seconds),
@@ -141,8 +184,9 @@ return 1
 # commit id  ARGV[5] state blob  ARGV[6] updated_at  ARGV[7] selection JSON
 # ARGV[8] status JSON  ARGV[9] events payload  ARGV[10] producer ('' = none)
 # ARGV[11] number P of (seq, response) pairs  ARGV[12] replay window  ARGV[13] channel
-# ARGV[14] notification ('' = none)  ARGV[15] '1' when the state changes, '0' for a
-# commit of producer records only  ARGV[16] event retention (log entries kept)
+# ARGV[14] notification ('' = none; SPUBLISHed on Redis >= 7, else PUBLISHed)
+# ARGV[15] '1' when the state changes, '0' for a commit of producer records only
+# ARGV[16] event retention (log entries kept)
 # ARGV[17] replay bytes (stored-response bytes kept)
 # ARGV[18 .. 17+2P] seq_1, response_1, ..., seq_P, response_P (ascending; the producer's
 # last seq becomes seq_P)  ARGV[18+2P] the new feature names, joined by newlines
@@ -223,7 +267,12 @@ if ARGV[10] ~= '' and pairs_n > 0 then
   redis.call('HSET', KEYS[1], 'replay_bytes', bytes)
   redis.call('HSET', KEYS[4], ARGV[10], ARGV[16 + 2 * pairs_n])
 end
-if ARGV[15] == '1' and ARGV[14] ~= '' then redis.call('PUBLISH', ARGV[13], ARGV[14]) end
+if ARGV[15] == '1' and ARGV[14] ~= '' then
+  -- Sharded pub/sub from Redis 7 on (redis.REDIS_VERSION is new in 7.0): on a cluster the
+  -- message goes to the stream's shard only; classic PUBLISH before.
+  if redis.REDIS_VERSION then redis.call('SPUBLISH', ARGV[13], ARGV[14])
+  else redis.call('PUBLISH', ARGV[13], ARGV[14]) end
+end
 local ttl = tonumber(meta[5] or '0') or 0
 if ttl > 0 then
   for k = 1, #KEYS do redis.call('PEXPIRE', KEYS[k], ttl) end
@@ -240,33 +289,70 @@ FULL_HOLD = 10.0
 ROOM = 0.9
 
 
-class PubSubHub:
-    """One pub/sub connection per process, fanned out to local subscriptions.
+class _Shard:
+    """One pub/sub connection to one Redis node, with the channels subscribed on it."""
 
-    A reader task owns the connection's reads. ``add`` subscribes a channel on
-    its first local listener and waits until Redis confirms, so a listener
-    misses nothing published after ``add`` returns; ``remove`` unsubscribes
-    the channel after its last one. When the connection fails, the reader
-    drops it, opens a new one with back-off, subscribes every wanted channel
-    again and sends RESYNC to every listener.
+    def __init__(self, name: str, pubsub: Any) -> None:
+        self.name = name
+        self.pubsub = pubsub
+        self.channels: set[str] = set()
+        self.task: asyncio.Task[None] | None = None
+
+
+class PubSubHub:
+    """Pub/sub connections of one process, fanned out to local subscriptions.
+
+    On Redis 7 and later the hub uses sharded pub/sub (SSUBSCRIBE, matching the
+    commit script's SPUBLISH): each channel is subscribed on a connection to the
+    node that owns its slot, one connection per node (on a single Redis, one in
+    all). Before Redis 7, one connection with classic SUBSCRIBE.
+
+    ``add`` subscribes a channel on its first local listener and waits until
+    Redis confirms, so a listener misses nothing published after ``add``
+    returns; ``remove`` unsubscribes the channel after its last one. A reader
+    task per connection delivers the messages. When a connection fails (its
+    node died, a failover) or the node tells the hub a channel's slot moved
+    away (an unsolicited SUNSUBSCRIBE), the hub asks the cluster for its
+    topology again, subscribes the channels on their owners' connections, with
+    back-off until it succeeds, and sends RESYNC to their listeners: messages
+    published meanwhile are lost.
     """
 
     def __init__(
-        self, client: aioredis.Redis, *, confirm_timeout: float = 5.0, poll: float = 1.0
+        self,
+        client: Any,
+        *,
+        cluster: bool = False,
+        confirm_timeout: float = 5.0,
+        poll: float = 1.0,
     ) -> None:
         self._client = client
+        self._cluster = cluster
         self._confirm_timeout = confirm_timeout
         self._poll = poll
         self._broadcaster = Broadcaster()
-        self._pubsub: Any = None
-        self._task: asyncio.Task[None] | None = None
+        self._shards: dict[str, _Shard] = {}
+        self._where: dict[str, str] = {}  # channel -> name of the shard it is subscribed on
         self._confirmed: dict[str, asyncio.Event] = {}
-        self._healthy = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._sharded: bool | None = True if cluster else None
+        self._recovery: asyncio.Task[None] | None = None
+        self._single: aioredis.Redis | None = None  # the pub/sub client of a single Redis
+        self._lost: set[str] = set()  # wanted channels to subscribe again
         self._closed = False
         self.reconnects = 0
 
     def listeners(self, channel: str) -> int:
         return self._broadcaster.count(channel)
+
+    @property
+    def sharded(self) -> bool | None:
+        """Whether the hub uses sharded pub/sub (None until its first subscription)."""
+        return self._sharded
+
+    def shard_of(self, channel: str) -> str | None:
+        """The node a channel is subscribed on (``host:port``), None when it is not."""
+        return self._where.get(channel)
 
     async def add(self, channel: str, sub: Subscription) -> None:
         if self._closed:
@@ -278,12 +364,12 @@ class PubSubHub:
             # confirms it.
             async with asyncio.timeout(self._confirm_timeout):
                 if first:
-                    await self._subscribe(channel)
-                self._ensure_reader()
+                    async with self._lock:
+                        await self._subscribe(channel)
                 await event.wait()
         except BaseException as exc:
             await self.remove(channel, sub)
-            if isinstance(exc, (rex.RedisError, OSError, TimeoutError)):
+            if isinstance(exc, (rex.RedisError, rex.RedisClusterException, OSError, TimeoutError)):
                 raise StoreUnavailable(f"Redis pub/sub is unavailable: {exc!r}") from exc
             raise
 
@@ -291,111 +377,230 @@ class PubSubHub:
         if not self._broadcaster.remove(channel, sub):
             return
         self._confirmed.pop(channel, None)
-        if self._pubsub is not None:
+        self._lost.discard(channel)
+        async with self._lock:
+            if self._broadcaster.count(channel):
+                return  # wanted again meanwhile
+            name = self._where.pop(channel, None)
+            shard = self._shards.get(name) if name is not None else None
+            if shard is None:
+                return
+            shard.channels.discard(channel)
             # The reader notices a broken connection; here a failure only means the
             # channel is dropped with it.
             with suppress(rex.RedisError, OSError, TimeoutError):
                 async with asyncio.timeout(self._confirm_timeout):
-                    await self._pubsub.unsubscribe(channel)
+                    if self._sharded:
+                        await shard.pubsub.sunsubscribe(channel)
+                    else:
+                        await shard.pubsub.unsubscribe(channel)
+            if not shard.channels:
+                await self._close_shard(shard)
 
-    async def _subscribe(self, *channels: str) -> None:
-        if self._pubsub is None:
-            self._pubsub = self._client.pubsub()
-        await self._pubsub.subscribe(*channels)
-        connection = self._pubsub.connection
-        if connection is not None:
-            # redis-py reconnects a pub/sub connection by itself (and subscribes again);
-            # whatever was published meanwhile is lost, so listeners must re-read.
-            connection.register_connect_callback(self._reconnected)
+    # ------------------------------------------------------------ connections
 
-    async def _reconnected(self, connection: Any) -> None:
-        self.reconnects += 1
-        self._broadcaster.resync_all()
+    async def _is_sharded(self) -> bool:
+        if self._sharded is None:
+            info: Any = await self._client.info("server")
+            major = str(info.get("redis_version", "0")).split(".", 1)[0]
+            self._sharded = int(major) >= 7 if major.isdigit() else False
+        return self._sharded
 
-    def _ensure_reader(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(
-                self._read(), name="featurestream-pubsub"
+    async def _owner(self, channel: str) -> tuple[str, Any]:
+        """The name of the node that owns ``channel`` and a factory of pub/sub connections
+        to it."""
+        if not self._cluster:
+            if self._single is None:
+                self._single = _own_client(
+                    self._client.connection_pool.connection_class,
+                    self._client.connection_pool.connection_kwargs,
+                )
+            return "", self._single.pubsub
+        if self._client._initialize:  # the cluster client's own "rediscover" flag
+            await self._client.initialize()
+        node = self._client.get_node_from_key(channel)
+        return node.name, lambda: _own_client(
+            node.connection_class, node.connection_kwargs
+        ).pubsub()
+
+    async def _subscribe(self, channel: str) -> None:
+        """Subscribe ``channel`` on its owner's connection (called with the lock held)."""
+        sharded = await self._is_sharded()
+        name, make = await self._owner(channel)
+        shard = self._shards.get(name)
+        if shard is None:
+            shard = self._shards[name] = _Shard(name, make())
+        try:
+            if sharded:
+                await shard.pubsub.ssubscribe(channel)
+            else:
+                await shard.pubsub.subscribe(channel)
+        except BaseException:
+            if not shard.channels:
+                await self._close_shard(shard)  # a connection that never served
+            raise
+        shard.channels.add(channel)
+        self._where[channel] = name
+        if shard.task is None:
+            shard.task = asyncio.get_running_loop().create_task(
+                self._read(shard), name=f"featurestream-pubsub-{name}"
             )
 
-    async def _read(self) -> None:
-        backoff = 0.05
+    async def _close_shard(self, shard: _Shard) -> None:
+        if self._shards.get(shard.name) is shard:
+            del self._shards[shard.name]
+        task, shard.task = shard.task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            with suppress(asyncio.CancelledError, Exception):
+                await task
+        with suppress(Exception):
+            await shard.pubsub.aclose()
+
+    async def _read(self, shard: _Shard) -> None:
         while not self._closed:
             try:
-                if self._pubsub is None:
-                    wanted = self._broadcaster.keys()
-                    if not wanted:
-                        return
-                    await self._subscribe(*wanted)
-                    # Whatever was published while we were away is lost: listeners re-read.
-                    await self._reconnected(None)
-                message = await self._pubsub.get_message(timeout=self._poll)
-                backoff = 0.05
+                message = await shard.pubsub.get_message(timeout=self._poll)
             except asyncio.CancelledError:
                 raise
             except (rex.RedisError, OSError, RuntimeError) as exc:
-                log.warning("selection notifications interrupted (%r); reconnecting", exc)
-                await self._drop()
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 2.0)
-                continue
+                log.warning(
+                    "selection notifications from %s interrupted (%r); subscribing again",
+                    shard.name or "redis",
+                    exc,
+                )
+                await self._shard_lost(shard)
+                return
             if message is None:
                 continue
             kind = message.get("type")
+            kind = kind.decode() if isinstance(kind, bytes) else str(kind)
             channel = message.get("channel")
             name = channel.decode() if isinstance(channel, bytes) else str(channel)
-            if kind in (b"subscribe", "subscribe"):
+            if kind in ("subscribe", "ssubscribe"):
                 event = self._confirmed.get(name)
                 if event is not None:
                     event.set()
-            elif kind in (b"message", "message"):
+            elif kind in ("message", "smessage"):
                 self._broadcaster.publish(name, bytes(message["data"]))
+            elif (
+                kind == "sunsubscribe"
+                and self._broadcaster.count(name)
+                and self._where.get(name) == shard.name
+            ):
+                # Not ours: the node no longer owns the channel's slot (a failover, a
+                # resharding). Subscribe it again on its new owner.
+                log.info("channel %s moved away from %s; subscribing again", name, shard.name)
+                shard.channels.discard(name)
+                self._where.pop(name, None)
+                self._lost_channels([name])
 
-    async def _drop(self) -> None:
-        pubsub, self._pubsub = self._pubsub, None
-        for event in self._confirmed.values():
-            event.clear()
-        if pubsub is not None:
-            if pubsub.connection is not None:
-                # The connection goes back to the pool: it must not resync listeners later.
-                pubsub.connection.deregister_connect_callback(self._reconnected)
-            with suppress(Exception):
-                await pubsub.aclose()
+    async def _shard_lost(self, shard: _Shard) -> None:
+        lost = [c for c in shard.channels if self._where.get(c) == shard.name]
+        for channel in lost:
+            self._where.pop(channel, None)
+        shard.channels.clear()
+        await self._close_shard(shard)
+        self._lost_channels(lost)
+
+    def _lost_channels(self, channels: list[str]) -> None:
+        for channel in channels:
+            event = self._confirmed.get(channel)
+            if event is not None:
+                event.clear()
+        self._lost.update(channels)
+        if self._recovery is None or self._recovery.done():
+            self._recovery = asyncio.get_running_loop().create_task(
+                self._recover(), name="featurestream-pubsub-recovery"
+            )
+
+    async def _recover(self) -> None:
+        """Subscribe the lost channels again (topology re-read first), with back-off."""
+        backoff = 0.05
+        while self._lost and not self._closed:
+            if self._cluster:
+                self._client._initialize = True  # re-read the slots before resolving owners
+            done: list[str] = []
+            try:
+                async with asyncio.timeout(self._confirm_timeout), self._lock:
+                    for channel in sorted(self._lost):
+                        if not self._broadcaster.count(channel):
+                            done.append(channel)
+                        elif channel not in self._where:
+                            await self._subscribe(channel)
+                            done.append(channel)
+            except asyncio.CancelledError:
+                raise
+            except (rex.RedisError, rex.RedisClusterException, OSError, TimeoutError) as exc:
+                log.warning("selection notifications not subscribed again yet (%r)", exc)
+            self._lost.difference_update(done)
+            if done:
+                # Whatever was published while they were away is lost: listeners re-read.
+                self.reconnects += 1
+                for channel in done:
+                    self._broadcaster.publish(channel, RESYNC)
+            if self._lost:
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
 
     async def close(self) -> None:
         self._closed = True
-        if self._task is not None:
-            self._task.cancel()
+        if self._recovery is not None:
+            self._recovery.cancel()
             with suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
+                await self._recovery
+            self._recovery = None
         self._broadcaster.resync_all()
-        await self._drop()
+        for shard in list(self._shards.values()):
+            await self._close_shard(shard)
+        self._where.clear()
+        if self._single is not None:
+            with suppress(Exception):
+                await self._single.aclose()
+            self._single = None
+
+
+def _own_client(connection_class: Any, connection_kwargs: dict[str, Any]) -> aioredis.Redis:
+    """A client of one Redis node for pub/sub, with the store's connection settings and
+    no retries of its own (a silent reconnect would lose messages unnoticed): the hub
+    handles every failure, and then makes the listeners re-read."""
+    kwargs = dict(connection_kwargs)
+    for key in ("retry_on_error", "retry_on_timeout", "event_dispatcher"):
+        kwargs.pop(key, None)
+    kwargs["retry"] = Retry(NoBackoff(), 0)
+    pool = aioredis.ConnectionPool(connection_class=connection_class, **kwargs)
+    return aioredis.Redis(connection_pool=pool)
 
 
 class RedisStore:
-    """StateStore on a Redis server (see the module docstring)."""
+    """StateStore on a Redis server or a Redis Cluster (see the module docstring)."""
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: Any,
         *,
         prefix: str = "fs",
         replay_window: int = 1000,
         replay_bytes: int = 16 * 1024 * 1024,
         event_retention: int = 10_000,
         timeout: float = 2.0,
+        replicas_ack: int = 0,
+        replicas_ack_timeout: float = 1.0,
     ):
         self._redis = client
+        self._cluster = isinstance(client, RedisCluster)
         self._prefix = prefix
         self._replay_window = replay_window
         self._replay_bytes = replay_bytes
         self._event_retention = event_retention
         self._timeout = timeout
+        self._replicas_ack = replicas_ack
+        self._replicas_ack_ms = max(1, round(replicas_ack_timeout * 1000))
         self._create = client.register_script(CREATE_LUA)
         self._reserve = client.register_script(RESERVE_LUA)
         self._drop_stale = client.register_script(DROP_STALE_LUA)
-        self._indexed = False
+        self._unreserve = client.register_script(UNRESERVE_LUA)
+        self._migrated = False
         self._stale_checked: dict[str, float] = {}
         self._commit = client.register_script(COMMIT_LUA)
         self._hub: PubSubHub | None = None
@@ -404,18 +609,35 @@ class RedisStore:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RedisStore:
-        client = aioredis.Redis.from_url(
-            settings.store_url,
-            socket_timeout=settings.redis_socket_timeout,
-            socket_connect_timeout=settings.redis_connect_timeout,
-            max_connections=settings.redis_max_connections,
-            health_check_interval=30,
-            # Every write is idempotent (create by incarnation, commit by commit id), so a
-            # command re-sent after a dropped connection cannot apply twice.
-            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=2),
-            retry_on_error=[rex.ConnectionError, rex.TimeoutError],
-            decode_responses=False,
-        )
+        # Every write is idempotent (create by incarnation, commit by commit id), so a
+        # command re-sent after a dropped connection cannot apply twice.
+        retry = Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=2)
+        common: dict[str, Any] = {
+            "socket_timeout": settings.redis_socket_timeout,
+            "socket_connect_timeout": settings.redis_connect_timeout,
+            "max_connections": settings.redis_max_connections,
+            "health_check_interval": 30,
+            "retry": retry,
+            "decode_responses": False,
+        }
+        client: Any
+        if settings.store_cluster:
+            target = parse_cluster_url(settings.store_url)
+            client = RedisCluster(
+                startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
+                username=target.username,
+                password=target.password,
+                ssl=target.ssl,
+                # A failover or a slot moving is retried by the client once the
+                # topology is read again; what is left over is a 503 (store_timeout).
+                **common,
+            )
+        else:
+            client = aioredis.Redis.from_url(
+                settings.store_url,
+                retry_on_error=[rex.ConnectionError, rex.TimeoutError],
+                **common,
+            )
         return cls(
             client,
             prefix=settings.key_prefix,
@@ -423,11 +645,18 @@ class RedisStore:
             replay_bytes=settings.replay_bytes,
             event_retention=settings.event_retention,
             timeout=settings.store_timeout,
+            replicas_ack=settings.replicas_ack,
+            replicas_ack_timeout=settings.replicas_ack_timeout,
         )
 
     @property
-    def client(self) -> aioredis.Redis:
+    def client(self) -> Any:
         return self._redis
+
+    @property
+    def cluster(self) -> bool:
+        """Whether the store is a Redis Cluster."""
+        return self._cluster
 
     @property
     def prefix(self) -> str:
@@ -438,6 +667,12 @@ class RedisStore:
         """Whether Redis refused a write for want of memory and has not had room since."""
         return self._full_at is not None
 
+    def _rediscover(self) -> None:
+        """Have the cluster client read the topology again before its next command."""
+        if self._cluster:
+            # redis-py's own flag: RedisCluster.initialize() runs again on the next call.
+            self._redis._initialize = True
+
     @asynccontextmanager
     async def _guard(self) -> AsyncIterator[None]:
         """Every store call: bounded by ``store_timeout``, Redis errors as StoreUnavailable."""
@@ -445,6 +680,7 @@ class RedisStore:
             async with asyncio.timeout(self._timeout):
                 yield
         except TimeoutError as exc:
+            self._rediscover()
             raise StoreUnavailable(
                 f"Redis did not answer within {self._timeout:g} s (store_timeout)."
             ) from exc
@@ -456,55 +692,113 @@ class RedisStore:
                 "Free memory (delete streams) or raise Redis's maxmemory, then retry."
             ) from exc
         except (rex.ConnectionError, rex.TimeoutError, rex.BusyLoadingError, OSError) as exc:
+            self._rediscover()
             raise StoreUnavailable(f"Redis is unavailable: {exc}") from exc
+        except CLUSTER_CONDITIONS as exc:
+            # A failover or a slot moving under way, a slot no node serves, a node that
+            # was demoted: the client reads the topology again; the caller may retry.
+            self._rediscover()
+            raise StoreUnavailable(f"Redis Cluster cannot serve this now: {exc}") from exc
         except rex.ResponseError as exc:
-            if "LOADING" in str(exc) or "READONLY" in str(exc) or "MASTERDOWN" in str(exc):
+            if UNAVAILABLE_CODES.search(str(exc)):
+                self._rediscover()
                 raise StoreUnavailable(f"Redis cannot serve writes: {exc}") from exc
             raise
 
+    # ------------------------------------------------------------ acknowledged writes
+
+    async def _script(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        """Run a write script; with ``replicas_ack``, wait for that many replicas."""
+        if not self._replicas_ack:
+            return await script(keys=keys, args=args)
+        head = ("EVALSHA", script.sha, len(keys), *keys, *args)
+        try:
+            return await self._acknowledged(keys[0], head)
+        except rex.NoScriptError:
+            # Not run (a node that never saw the script): send it whole this once.
+            return await self._acknowledged(keys[0], ("EVAL", script.script, *head[2:]))
+
+    async def _write(self, key: str, *command: Any) -> Any:
+        """Run one write command; with ``replicas_ack``, wait for that many replicas."""
+        if not self._replicas_ack:
+            return await self._redis.execute_command(*command)
+        return await self._acknowledged(key, command)
+
+    async def _acknowledged(self, key: str, command: tuple[Any, ...]) -> Any:
+        """``command`` then ``WAIT replicas_ack timeout`` on one connection to the node
+        that owns ``key``'s slot: WAIT counts the replicas that acknowledged every write
+        of its own connection. Fewer than asked: StoreUnavailable, outcome unknown."""
+        wait = ("WAIT", self._replicas_ack, self._replicas_ack_ms)
+        reply, acks = await self._on_owner(key, command, wait)
+        if isinstance(reply, Exception):
+            raise reply
+        if isinstance(acks, Exception):
+            raise acks
+        if int(acks) < self._replicas_ack:
+            raise StoreUnavailable(
+                f"The write reached {int(acks)} of the {self._replicas_ack} replica(s) "
+                f"replicas_ack asks for within {self._replicas_ack_ms} ms: outcome unknown "
+                "(a failover now may lose it). Retrying with the same seq is safe."
+            )
+        return reply
+
+    async def _on_owner(self, key: str, *commands: tuple[Any, ...]) -> list[Any]:
+        """Replies (or errors) of ``commands``, sent in order on one connection to the
+        node that owns ``key``'s slot (on a single Redis, one pooled connection)."""
+        if not self._cluster:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for command in commands:
+                    pipe.execute_command(*command)
+                return list(await pipe.execute(raise_on_error=False))
+        if self._redis._initialize:
+            await self._redis.initialize()
+        node = self._redis.get_node_from_key(key)
+        queued = [PipelineCommand(i, *command) for i, command in enumerate(commands)]
+        try:
+            await node.execute_pipeline(queued)
+        except (rex.ConnectionError, rex.TimeoutError, OSError):
+            self._rediscover()
+            raise
+        return [c.result for c in queued]
+
+    # ------------------------------------------------------------ life cycle
+
     async def open(self) -> None:
         try:
-            await self.index_existing()
+            await self.migrate_legacy_index()
         except StoreUnavailable as exc:
             # Not fatal: the first create or listing tries again.
-            log.warning("streams not indexed by tenant yet (%s); retried on first use", exc)
+            log.warning("streams of release 0.1.0 not indexed yet (%s); retried on first use", exc)
 
-    async def index_existing(self) -> int:
-        """Add the streams that are in no tenant's index yet to their tenant's; how many.
+    async def migrate_legacy_index(self) -> int:
+        """Move the streams that release 0.1.0 listed in ``<prefix>:streams`` into their
+        tenants' indexes; how many.
 
-        Those are the streams created before tenant indexes existed (or by a
-        process of such a release during a rolling upgrade). Runs once per
-        process; the difference of two sets, computed by Redis, is empty
-        afterwards, so a process start costs one SDIFF.
+        Runs once per process: a start costs one SCARD once the set is empty. An id
+        whose stream is gone is only removed. Nothing writes that set any more.
         """
-        if self._indexed:
+        if self._migrated:
             return 0
-        added = 0
+        legacy = legacy_index_key(self._prefix)
+        moved = 0
         async with self._guard():
-            missing: Any = await self._redis.sdiff(
-                [index_key(self._prefix), indexed_key(self._prefix)]
-            )
-            ids = sorted(m.decode() for m in missing)
-            for start in range(0, len(ids), 500):
-                batch = ids[start : start + 500]
+            while await self._redis.scard(legacy):
+                members: Any = await self._redis.srandmember(legacy, 500)
+                ids = sorted(m.decode() for m in members)
                 async with self._redis.pipeline(transaction=False) as pipe:
-                    for sid in batch:
+                    for sid in ids:
                         pipe.hget(stream_keys(self._prefix, sid).meta, "info")
                     infos = await pipe.execute()
-                async with self._redis.pipeline(transaction=False) as pipe:
-                    for sid, info in zip(batch, infos, strict=True):
-                        if info is None:
-                            continue  # a stale entry: its stream is gone
-                        tenant = json.loads(info).get("tenant")
-                        owned = tenant_index_key(self._prefix, tenant)
-                        pipe.zadd(owned, {sid: time.time()}, nx=True)
-                        pipe.sadd(indexed_key(self._prefix), sid)
-                        added += 1
-                    await pipe.execute()
-        self._indexed = True
-        if added:
-            log.info("indexed %d existing stream(s) by tenant", added)
-        return added
+                for sid, info in zip(ids, infos, strict=True):
+                    if info is not None:
+                        owned = tenant_index_key(self._prefix, json.loads(info).get("tenant"))
+                        await self._redis.zadd(owned, {sid: 0}, nx=True)
+                        moved += 1
+                    await self._redis.srem(legacy, sid)
+        self._migrated = True
+        if moved:
+            log.info("indexed %d stream(s) of release 0.1.0 by tenant", moved)
+        return moved
 
     async def close(self) -> None:
         if self._hub is not None:
@@ -514,9 +808,9 @@ class RedisStore:
 
     @property
     def hub(self) -> PubSubHub:
-        """This process's pub/sub connection (opened on the first subscription)."""
+        """This process's pub/sub connections (opened on the first subscription)."""
         if self._hub is None:
-            self._hub = PubSubHub(self._redis, confirm_timeout=self._timeout)
+            self._hub = PubSubHub(self._redis, cluster=self._cluster, confirm_timeout=self._timeout)
         return self._hub
 
     @asynccontextmanager
@@ -531,7 +825,12 @@ class RedisStore:
             await hub.remove(channel, sub)
 
     async def ping(self) -> bool:
-        """Whether Redis answers within ``store_timeout`` and takes writes.
+        """Whether the store answers within ``store_timeout`` and takes writes.
+
+        A single Redis must be a master (``ROLE``: a replica refuses writes). On a
+        cluster every master the client knows must answer ``ROLE`` as a master and
+        see the cluster ``ok`` (``CLUSTER INFO``: every slot served); otherwise the
+        client reads the topology again and the answer is no.
 
         After an OOM refusal the process is not ready until a write succeeds, Redis
         has room again (``INFO memory``: see :func:`_has_room`), or FULL_HOLD seconds
@@ -539,17 +838,37 @@ class RedisStore:
         """
         try:
             async with self._guard():
-                if not await self._redis.ping():
+                if not await self._writable():
+                    self._rediscover()
                     return False
                 full_at = self._full_at
                 if full_at is not None and time.monotonic() - full_at < FULL_HOLD:
                     info: Any = await self._redis.info("memory")
-                    if not _has_room(info):
+                    if self._cluster:
+                        if not all(_has_room(i) for i in info.values() if isinstance(i, dict)):
+                            return False
+                    elif not _has_room(info):
                         return False
                 self._full_at = None
             return True
-        except (StoreUnavailable, rex.RedisError, OSError):
+        except (StoreUnavailable, rex.RedisError, rex.RedisClusterException, OSError):
             return False
+
+    async def _writable(self) -> bool:
+        if not self._cluster:
+            return _is_master(await self._redis.execute_command("ROLE"))
+        if self._redis._initialize:
+            await self._redis.initialize()
+        for node in self._redis.get_primaries():
+            if not _is_master(await node.execute_command("ROLE")):
+                return False
+            info: Any = await node.execute_command("CLUSTER", "INFO")
+            text = info.decode() if isinstance(info, bytes) else str(info)
+            if "cluster_state:ok" not in text:
+                return False
+        return True
+
+    # ------------------------------------------------------------ streams
 
     async def create(
         self,
@@ -566,38 +885,51 @@ class RedisStore:
     ) -> None:
         k = stream_keys(self._prefix, stream_id)
         owned = tenant_index_key(self._prefix, tenant)
-        await self.index_existing()
+        await self.migrate_legacy_index()
         async with self._guard():
-            # Indexes first: a listing tolerates an id whose stream is missing, never the
-            # reverse. The reservation counts the tenant's streams and adds this one at once.
-            if not await self._reserve_id(owned, stream_id, quota):
+            # Three steps, each on one slot (the tenant's index and the stream live on
+            # different slots of a cluster): reserve the id in the tenant's index, the
+            # quota counted in the same script; create the stream; mark the entry done.
+            # A listing tolerates an index entry whose stream is missing, never the
+            # reverse; an interrupted create leaves a reservation that a retry completes
+            # or that is dropped once old (see _drop_stale_reservations).
+            reserved_at = time.time()
+            if not await self._reserve_id(owned, stream_id, quota, reserved_at):
                 raise QuotaReached(tenant, quota or 0)
-            await self._redis.sadd(index_key(self._prefix), stream_id)
-            await self._redis.sadd(indexed_key(self._prefix), stream_id)
-            created = await self._create(
-                keys=list(k.all()),
-                args=[
-                    json.dumps(info),
-                    incarnation,
-                    blob,
-                    created_at,
-                    selection,
-                    status,
-                    ttl_ms(info),
-                ],
-            )
-            if created:
-                # Again: a delete of the same id may have removed the reservation meanwhile.
-                await self._redis.zadd(owned, {stream_id: time.time()})
+            try:
+                created = await self._script(
+                    self._create,
+                    list(k.all()),
+                    [
+                        json.dumps(info),
+                        incarnation,
+                        blob,
+                        created_at,
+                        selection,
+                        status,
+                        ttl_ms(info),
+                    ],
+                )
+            except rex.OutOfMemoryError:
+                # Refused before it ran (maxmemory): nothing of the stream exists, so the
+                # reservation is given back at once. Any other failure leaves it: the
+                # create may have happened (outcome unknown).
+                with suppress(rex.RedisError, rex.RedisClusterException, OSError):
+                    await self._unreserve(keys=[owned], args=[stream_id, reserved_at])
+                raise
+            # Done (score 0) whether created now or found (the id is this tenant's: ids
+            # are scoped by tenant), again in case a delete of the same id removed the
+            # reservation meanwhile.
+            await self._write(owned, "ZADD", owned, 0, stream_id)
         self._full_at = None
         if not created:
             raise StreamExists(stream_id)
 
-    async def _reserve_id(self, owned: str, stream_id: str, quota: int | None) -> bool:
+    async def _reserve_id(self, owned: str, stream_id: str, quota: int | None, now: float) -> bool:
         """Reserve ``stream_id`` in the tenant's index unless it is full (see RESERVE_LUA)."""
         limit = quota if quota is not None else 2**53
         for attempt in range(2):
-            if await self._reserve(keys=[owned], args=[stream_id, limit, time.time()]):
+            if await self._reserve(keys=[owned], args=[stream_id, limit, now]):
                 return True
             # Full: reservations left by creates that never happened may hold slots.
             if attempt or not await self._drop_stale_reservations(owned):
@@ -687,7 +1019,7 @@ class RedisStore:
             args += [seq, response]
         args.append("\n".join(commit.names) if commit.state_changed else "")
         async with self._guard():
-            reply: Any = await self._commit(keys=list(k.all()), args=args)
+            reply: Any = await self._script(self._commit, list(k.all()), args)
         if isinstance(reply, int) and reply >= 0:
             self._full_at = None  # a write went through: Redis has room
         if isinstance(reply, list):
@@ -713,10 +1045,15 @@ class RedisStore:
         k = stream_keys(self._prefix, stream_id)
         async with self._guard():
             value: Any = await self._redis.hget(k.responses, response_field(producer, seq))
+            if value is not None and self._replicas_ack:
+                # The write it answers may never have reached a replica (its first try got
+                # 503): a write behind it that replicas acknowledge carries it with it, as
+                # replication keeps the order of the master's writes.
+                await self._acknowledged(k.barrier, ("SET", k.barrier, b"", "PX", 60_000))
         return None if value is None else bytes(value)
 
     async def list_streams(self, tenant: str | None = None) -> list[StreamSummary]:
-        await self.index_existing()
+        await self.migrate_legacy_index()
         async with self._guard():
             members: Any = await self._redis.zrange(tenant_index_key(self._prefix, tenant), 0, -1)
             ids = sorted(m.decode() for m in members)
@@ -730,13 +1067,21 @@ class RedisStore:
         k = stream_keys(self._prefix, stream_id)
         async with self._guard():
             info: Any = await self._redis.hget(k.meta, "info")
-            await self._redis.delete(*k.all())
+            # One DEL of the stream's keys (one slot), then its index entry (a listing
+            # skips an entry whose stream is gone; the quota drops it once old).
+            await self._write(k.meta, "DEL", *k.all(), k.barrier)
             if info is not None:
                 tenant = json.loads(info).get("tenant")
                 await self._redis.zrem(tenant_index_key(self._prefix, tenant), stream_id)
-            await self._redis.srem(index_key(self._prefix), stream_id)
-            await self._redis.srem(indexed_key(self._prefix), stream_id)
         return info is not None
+
+
+def _is_master(role: Any) -> bool:
+    """Whether a ``ROLE`` reply is a master's."""
+    if not role:
+        return False
+    first = role[0]
+    return (first.decode() if isinstance(first, bytes) else str(first)) == "master"
 
 
 def _has_room(info: dict[str, Any]) -> bool:
@@ -761,4 +1106,10 @@ def _summary(values: Sequence[Any]) -> StreamSummary:
     )
 
 
-__all__ = ["COMMIT_LUA", "CREATE_LUA", "RESERVE_LUA", "RedisStore"]
+__all__ = [
+    "COMMIT_LUA",
+    "CREATE_LUA",
+    "RESERVE_LUA",
+    "PubSubHub",
+    "RedisStore",
+]
