@@ -26,6 +26,8 @@ from sklearn.datasets import load_wine
 from sklearn.dummy import DummyClassifier
 from sklearn.model_selection import StratifiedKFold, cross_val_score
 from sklearn.neighbors import KNeighborsClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from featurestream.evaluation.crossval import fold_seed
 from featurestream.selectors import REGISTRY
@@ -75,12 +77,13 @@ def in_process_selection(
 
 
 def sklearn_folds(X: np.ndarray, y: np.ndarray, columns: list[int]) -> np.ndarray:
-    """The 5 x 2 scores of KNeighborsClassifier (DummyClassifier without columns)."""
+    """The 5 x 2 scores of standardised kNN (DummyClassifier without columns)."""
     rows = []
     for r in range(5):
         cv = StratifiedKFold(n_splits=2, shuffle=True, random_state=fold_seed(0, r))
         if columns:
-            rows.append(cross_val_score(KNeighborsClassifier(), X[:, columns], y, cv=cv))
+            knn = make_pipeline(StandardScaler(), KNeighborsClassifier())
+            rows.append(cross_val_score(knn, X[:, columns], y, cv=cv))
         else:
             rows.append(cross_val_score(DummyClassifier(), np.zeros((len(y), 1)), y, cv=cv))
     return np.array(rows)

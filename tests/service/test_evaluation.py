@@ -8,21 +8,30 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 from sklearn.model_selection import KFold, StratifiedKFold, cross_val_score
 from sklearn.naive_bayes import GaussianNB
 from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from featurestream.api import create_app
 from featurestream.config import Settings
 from featurestream.engine import evaluation as engine_evaluation
 from tests import support
 
+# The documented models: scale-sensitive estimators behind a StandardScaler
+# (fitted on each training fold by cross_val_score), the scale-invariant as they are.
 CLASSIFIERS: dict[str, Any] = {
-    "knn": KNeighborsClassifier,
-    "logistic": lambda: LogisticRegression(max_iter=1000),
+    "knn": lambda: make_pipeline(StandardScaler(), KNeighborsClassifier()),
+    "logistic": lambda: make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)),
     "naive_bayes": GaussianNB,
-    "linear": lambda: LogisticRegression(max_iter=1000),
+    "linear": lambda: make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)),
+}
+REGRESSORS: dict[str, Any] = {
+    "knn": lambda: make_pipeline(StandardScaler(), KNeighborsRegressor()),
+    "logistic": lambda: make_pipeline(StandardScaler(), Ridge()),
+    "linear": LinearRegression,
 }
 
 
@@ -89,7 +98,7 @@ def test_continuous_target_scores_r2_with_kfold(client: TestClient) -> None:
     selected = _stream(client, "c", "saola", X, y.tolist(), target_type="continuous")
     assert "x1" in selected
     cols = [int(n[1:]) for n in selected]
-    for model, make in (("linear", LinearRegression), ("knn", KNeighborsRegressor)):
+    for model, make in REGRESSORS.items():
         doc = client.get("/v1/streams/c/evaluation", params={"model": model}).json()
         assert doc["score_kind"] == "r2"
         assert doc["fold_scores"] == sklearn_scores(make, X[cols].T, y, 5, 1, KFold)

@@ -4,8 +4,9 @@ Feature streams: the cross-validated score of a scikit-learn model on the
 columns of the current selection, beside that of the best single selected
 feature (``evaluation/crossval.py`` gives the models and the folds: shuffled
 ``StratifiedKFold`` for class targets, ``KFold`` for continuous ones, repetition r
-with ``random_state = fold_seed(0, r)``). The columns are the values the
-client sent, so a selector must keep them:
+with ``random_state = fold_seed(0, r)``; kNN, logistic regression and ridge
+standardise each column with the training fold's mean and deviation first).
+The columns are the values the client sent, so a selector must keep them:
 
 * SAOLA, and group-SAOLA with the SU test, keep the selected columns as sent;
 * Grafting, and OSFS, Fast-OSFS and group-SAOLA with the Fisher z test, keep

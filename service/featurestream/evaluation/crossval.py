@@ -11,13 +11,23 @@ Models (``make_model``), by name and kind of target:
 ============  ==========================================  ============================
 name          class target (score: accuracy)             continuous target (score: R^2)
 ============  ==========================================  ============================
-knn           KNeighborsClassifier()                      KNeighborsRegressor()
-logistic      LogisticRegression(max_iter=1000)           Ridge(), the L2-penalised
-                                                          linear model, as logistic
-                                                          regression's default is
+knn           scaled KNeighborsClassifier()               scaled KNeighborsRegressor()
+logistic      scaled LogisticRegression(max_iter=1000)    scaled Ridge(), the
+                                                          L2-penalised linear model,
+                                                          as logistic regression's
+                                                          default is
 naive_bayes   GaussianNB()                                rejected (``InvalidInput``)
-linear        LogisticRegression(max_iter=1000)           LinearRegression()
+linear        scaled LogisticRegression(max_iter=1000)    LinearRegression()
 ============  ==========================================  ============================
+
+"Scaled" is ``make_pipeline(StandardScaler(), estimator)``: kNN's Euclidean
+distances and the L2 penalty of logistic regression and ridge depend on the
+scale of each column, so the columns are standardised first, with the mean and
+standard deviation of the training fold alone (the pipeline fits the scaler on
+each training fold and applies it to the test fold, so nothing of a test fold
+leaks into the model). ``GaussianNB`` (one mean and variance per column and
+class) and unpenalised ``LinearRegression`` give the same predictions whatever
+the scale of the columns, so they are used as they are.
 
 An empty column subset is scored by the constant model that uses no feature:
 ``DummyClassifier()`` (the most frequent class of the training fold) or
@@ -44,6 +54,8 @@ from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.naive_bayes import GaussianNB
 from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from featurestream.errors import InvalidInput, InvalidParameter
 
@@ -95,6 +107,11 @@ def infer_task(y: npt.ArrayLike) -> Task:
     return "regression"
 
 
+def _scaled(estimator: Any) -> Estimator:
+    """``estimator`` behind a ``StandardScaler`` fitted on the same (training) rows."""
+    return make_pipeline(StandardScaler(), estimator)  # type: ignore[no-any-return]
+
+
 def make_model(model: str, task: Task) -> Estimator:
     """A fresh, unfitted scikit-learn estimator for ``model`` and ``task`` (module table).
 
@@ -103,7 +120,8 @@ def make_model(model: str, task: Task) -> Estimator:
     >>> make_model("linear", "regression")
     LinearRegression()
     >>> make_model("linear", "classification")
-    LogisticRegression(max_iter=1000)
+    Pipeline(steps=[('standardscaler', StandardScaler()),
+                    ('logisticregression', LogisticRegression(max_iter=1000))])
     """
     if model not in MODELS:
         raise InvalidParameter(
@@ -112,14 +130,14 @@ def make_model(model: str, task: Task) -> Estimator:
         )
     if task == "classification":
         if model == "knn":
-            return KNeighborsClassifier()  # type: ignore[no-any-return]
+            return _scaled(KNeighborsClassifier())
         if model == "naive_bayes":
             return GaussianNB()  # type: ignore[no-any-return]
-        return LogisticRegression(max_iter=1000)  # type: ignore[no-any-return]
+        return _scaled(LogisticRegression(max_iter=1000))
     if model == "knn":
-        return KNeighborsRegressor()  # type: ignore[no-any-return]
+        return _scaled(KNeighborsRegressor())
     if model == "logistic":
-        return Ridge()  # type: ignore[no-any-return]
+        return _scaled(Ridge())
     if model == "linear":
         return LinearRegression()  # type: ignore[no-any-return]
     raise InvalidInput("naive_bayes needs a class target, not a continuous one.", field="model")

@@ -9,6 +9,8 @@ from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 from sklearn.model_selection import KFold, StratifiedKFold, cross_val_score
 from sklearn.naive_bayes import GaussianNB
 from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
 
 from featurestream.errors import InvalidInput, InvalidParameter
 from featurestream.evaluation.compare import paired_5x2cv_t_test
@@ -88,22 +90,60 @@ def test_empty_subset_scores_the_constant_baseline() -> None:
 
 
 def test_model_mapping() -> None:
-    expected = {
+    scaled = {
         ("knn", "classification"): KNeighborsClassifier,
         ("logistic", "classification"): LogisticRegression,
-        ("naive_bayes", "classification"): GaussianNB,
         ("linear", "classification"): LogisticRegression,
         ("knn", "regression"): KNeighborsRegressor,
         ("logistic", "regression"): Ridge,
+    }
+    for (model, task), cls in scaled.items():
+        made = make_model(model, task)
+        assert type(made) is Pipeline
+        steps = [type(step) for _, step in made.steps]  # type: ignore[attr-defined]
+        assert steps == [StandardScaler, cls]
+    as_is = {
+        ("naive_bayes", "classification"): GaussianNB,
         ("linear", "regression"): LinearRegression,
     }
-    for (model, task), cls in expected.items():
+    for (model, task), cls in as_is.items():
         assert type(make_model(model, task)) is cls
-    assert make_model("logistic", "classification").get_params()["max_iter"] == 1000  # type: ignore[attr-defined]
+    logistic = make_model("logistic", "classification")
+    assert logistic.get_params()["logisticregression__max_iter"] == 1000  # type: ignore[attr-defined]
     with pytest.raises(InvalidInput):
         make_model("naive_bayes", "regression")
     with pytest.raises(InvalidParameter):
         make_model("svm", "classification")
+
+
+def test_scaler_is_fitted_on_the_training_fold_only() -> None:
+    # Each fold's score is that of a scaler fitted on the training rows alone,
+    # applied to the test rows, then the estimator: no test row moves the scaler.
+    X, y = class_data()
+    cols = [0, 1, 3]
+    ours = cross_val_scores(X, y, cols, "knn", folds=3, repeats=1, seed=4)
+    splitter = StratifiedKFold(n_splits=3, shuffle=True, random_state=fold_seed(4, 0))
+    by_hand = []
+    for train, test in splitter.split(X, y):
+        mean = X[train][:, cols].mean(axis=0)
+        sd = X[train][:, cols].std(axis=0)
+        knn = KNeighborsClassifier().fit((X[train][:, cols] - mean) / sd, y[train])
+        by_hand.append(knn.score((X[test][:, cols] - mean) / sd, y[test]))
+    np.testing.assert_allclose(ours[0], by_hand)
+
+
+@pytest.mark.parametrize("model", ["knn", "logistic", "linear"])
+def test_scale_sensitive_models_ignore_the_columns_scale(model: str) -> None:
+    # A noise column a thousand times larger than the informative one would
+    # decide kNN's distances on raw values; standardised, the scores do not move.
+    X, y = class_data()
+    stretched = X * np.array([1.0, 1000.0, 1.0, 1.0])
+    before = cross_val_scores(X, y, [0, 1], model, folds=2, repeats=2, seed=1)
+    after = cross_val_scores(stretched, y, [0, 1], model, folds=2, repeats=2, seed=1)
+    np.testing.assert_allclose(after, before, atol=1e-12)
+    if model == "knn":
+        raw = sklearn_scores(KNeighborsClassifier(), stretched[:, [0, 1]], y, 2, 2, 1, True)
+        assert raw.mean() < before.mean()
 
 
 def test_five_by_two_folds_partition_and_stratify() -> None:
