@@ -33,7 +33,7 @@ import orjson
 from featurestream.engine import wire
 from featurestream.engine.results import Selection
 from featurestream.errors import HistoryTrimmed, VersionNotFound
-from featurestream.evaluation.stability import consecutive_jaccard, nogueira
+from featurestream.evaluation.stability import consecutive_jaccard, nogueira_over
 from featurestream.selectors import SelectedFeature
 from featurestream.store.base import EventEntry, StateStore, StreamSummary
 
@@ -222,8 +222,12 @@ async def stability(store: StateStore, stream_id: str, last: int) -> Stability:
     With fewer than two selections ``nogueira`` is None (a variance needs two).
     """
     summary = await store.summary(stream_id)
-    current = summary.version
-    entries = await read_log(store, stream_id, 1, current)
+    entries = await read_log(store, stream_id, 1, summary.version)
+    # The selections may be large (thousands of names each): computed beside the loop.
+    return await anyio.to_thread.run_sync(_stability_of, summary, entries, last)
+
+
+def _stability_of(summary: StreamSummary, entries: list[Entry], last: int) -> Stability:
     legacy = [i for i, e in enumerate(entries) if e.legacy]
     if legacy:
         entries = entries[legacy[-1] + 1 :]
@@ -248,9 +252,9 @@ async def stability(store: StateStore, stream_id: str, last: int) -> Stability:
     d = max(d, len(union))
     value: float | None = None
     if len(selections) >= 2:
-        # Features never selected are columns of zeros: only their number matters.
-        universe = sorted(union) + [f"\x00unselected:{i}" for i in range(d - len(union))]
-        value = nogueira(selections, universe)
+        # Features never selected add nothing to the variances: only their number
+        # counts (no d-sized matrix, whatever the stream has seen).
+        value = nogueira_over(selections, d)
     return Stability(
         versions=[v for v, _ in picked],
         sizes=[len(s) for s in selections],

@@ -22,6 +22,7 @@ from featurestream.evaluation.stability import (
     jaccard,
     nogueira,
     nogueira_from_matrix,
+    nogueira_over,
     selection_matrix,
 )
 
@@ -38,6 +39,7 @@ __all__ = [
     "nemenyi_q",
     "nogueira",
     "nogueira_from_matrix",
+    "nogueira_over",
     "paired_5x2cv_t_test",
     "selection_matrix",
 ]

@@ -47,6 +47,7 @@ __all__ = [
     "jaccard",
     "nogueira",
     "nogueira_from_matrix",
+    "nogueira_over",
     "selection_matrix",
 ]
 
@@ -156,6 +157,43 @@ def nogueira_from_matrix(z: npt.ArrayLike) -> float:
     s2 = m / (m - 1) * p * (1.0 - p)
     q = k_bar / d
     return float(1.0 - s2.mean() / (q * (1.0 - q)))
+
+
+def nogueira_over(selections: Sequence[Collection[str]], d: int) -> float:
+    """Nogueira's Phi of selections drawn from a universe of ``d`` features, by counts.
+
+    The same estimator as :func:`nogueira_from_matrix`, without the M x d matrix:
+    a feature no selection holds has p = 0 and s_f^2 = 0, so the mean of s_f^2
+    over the universe is the sum over the features some selection holds, divided
+    by d. Cost O(sum of the selections' sizes), whatever d is (a stream may have
+    seen millions of columns).
+
+    >>> nogueira_over([{"a", "b"}, {"a", "b"}, {"a", "c"}], 4)
+    0.3333...
+    >>> nogueira_over([{"a"}, {"b"}], 2)
+    -1.0
+    """
+    m = len(selections)
+    if m < 2:
+        raise InvalidInput(f"Stability needs at least 2 selections, got {m}.", field="selections")
+    counts: dict[str, int] = {}
+    total = 0
+    for sel in selections:
+        for name in set(sel):
+            counts[name] = counts.get(name, 0) + 1
+            total += 1
+    if d < len(counts):
+        raise InvalidInput(
+            f"The selections hold {len(counts)} features, more than the universe's {d}.",
+            field="d",
+        )
+    k_bar = total / m
+    if k_bar == 0.0 or k_bar == d:
+        return 1.0  # identical selections (all empty, or all the whole universe)
+    p = np.fromiter(counts.values(), dtype=np.float64, count=len(counts)) / m
+    s2_sum = float((m / (m - 1) * p * (1.0 - p)).sum())
+    q = k_bar / d
+    return float(1.0 - (s2_sum / d) / (q * (1.0 - q)))
 
 
 def nogueira(selections: Sequence[Collection[str]], universe: Sequence[str]) -> float:

@@ -6,7 +6,7 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -136,3 +136,22 @@ def test_nogueira_of_identical_selections_is_one(
 ) -> None:
     universe = sorted(selection | unselected)
     assert nogueira([set(selection)] * M, universe) == pytest.approx(1.0, abs=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sets(st.sampled_from("abcdefgh"), max_size=8), min_size=2, max_size=6),
+    st.integers(min_value=0, max_value=5),
+)
+def test_nogueira_by_counts_equals_the_matrix_estimator(
+    selections: list[set[str]], extra: int
+) -> None:
+    """Counting over the selected features gives the estimator of the whole M x d matrix."""
+    from featurestream.evaluation.stability import nogueira_over
+
+    universe = [*"abcdefgh", *(f"z{i}" for i in range(extra))]
+    assert nogueira_over(selections, len(universe)) == pytest.approx(
+        nogueira(selections, universe), abs=1e-12
+    )
+    with pytest.raises(InvalidInput):
+        nogueira_over(selections[:1], len(universe))
