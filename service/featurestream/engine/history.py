@@ -194,6 +194,13 @@ async def history(
     entries = await read_log(store, stream_id, start, current, SCAN_ENTRIES)
     if after_version is not None and (not entries or entries[0].version != start):
         raise _trimmed(stream_id, after_version, entries[0].version if entries else current)
+    if after_version is None:
+        # Entries stored before selection changes were recorded come first: look past
+        # them all (a few pages at most: the log is bounded), so that the ``next`` of
+        # this page never points into them (a page from there would be a 410).
+        while entries and entries[-1].legacy and entries[-1].version < current:
+            start = entries[-1].version + 1
+            entries = await read_log(store, stream_id, start, current, SCAN_ENTRIES)
     changes: list[Change] = []
     last = start - 1
     for e in entries:
