@@ -105,6 +105,8 @@ def test_the_first_message_carries_the_key(server: ServeProcess) -> None:
         json.dumps({"X": [[1.0, 2.0, 3.0]], "y": [1]}),  # a frame, not an auth message
         "not json",
         b"\x93NUMPY",
+        # A valid key padded past the size an auth message may have: refused unparsed.
+        json.dumps({"type": "auth", "key": KEY, "pad": "x" * 5000}),
     ],
 )
 def test_anything_else_first_is_refused_and_changes_nothing(

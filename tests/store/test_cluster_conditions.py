@@ -32,6 +32,12 @@ CONDITIONS = [
     rex.ResponseError(
         "Command # 1 (EVALSHA x) of pipeline caused error: CLUSTERDOWN Hash slot not served"
     ),
+    # Not cluster conditions, but Redis refusing writes for now: the same answer.
+    rex.ResponseError(
+        "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to "
+        "persist to disk."
+    ),
+    rex.ResponseError("BUSY Redis is busy running a script."),
     rex.ConnectionError("Error 111 connecting to 127.0.0.1:6381. Connection refused."),
     rex.TimeoutError("Timeout reading from 127.0.0.1:6381"),
 ]

@@ -105,7 +105,7 @@ CLUSTER_CONDITIONS: tuple[type[BaseException], ...] = (
 # Error replies of a Redis that cannot take the write now (loading its data, a replica,
 # fewer good replicas than min-replicas-to-write, a master down).
 UNAVAILABLE_CODES = re.compile(
-    r"\b(LOADING|READONLY|MASTERDOWN|NOREPLICAS|CLUSTERDOWN|TRYAGAIN|MOVED|ASK)\b"
+    r"\b(LOADING|READONLY|MASTERDOWN|NOREPLICAS|CLUSTERDOWN|TRYAGAIN|MOVED|ASK|MISCONF|BUSY)\b"
 )
 
 

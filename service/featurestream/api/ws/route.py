@@ -41,6 +41,8 @@ router = APIRouter(prefix="/v1/streams", tags=["websocket"])
 
 # How long a connection with ``?auth=message`` may take to send its key.
 AUTH_MESSAGE_SECONDS = 10.0
+# The most characters of an auth message (a key is far shorter): larger ones are not parsed.
+AUTH_MESSAGE_CHARS = 4096
 AUTH_MODES = ("message",)
 
 # The close codes a session ends with (docs/api.md lists them with their meaning).
@@ -88,6 +90,11 @@ def parse_auth_message(message: str | bytes | None) -> str:
     expected = 'the first message must be {"type": "auth", "key": "<API key>"}'
     if not isinstance(message, str):
         raise Unauthorized(f"Missing API key: {expected}.")
+    if len(message) > AUTH_MESSAGE_CHARS:
+        # Refused unread: an unauthenticated client gets no parsing of a large message.
+        raise Unauthorized(
+            f"Missing API key: {expected} (at most {AUTH_MESSAGE_CHARS} characters)."
+        )
     try:
         doc = orjson.loads(message)
     except orjson.JSONDecodeError:
@@ -151,6 +158,9 @@ async def stream_socket(websocket: WebSocket, stream_id: str) -> None:
         group_max_frames=settings.ws_group_max_frames,
         stats=sessions.stats,
     )
+    if sessions.closing:  # the server began shutting down while the key was awaited
+        await websocket.close(WS_1013_TRY_AGAIN_LATER, "server shutting down")
+        return
     # Remembered with the session: when the key is revoked, the session is closed (1008).
     sessions.add(session, credential)
     try:
