@@ -1072,7 +1072,12 @@ class RedisStore:
             await self._write(k.meta, "DEL", *k.all(), k.barrier)
             if info is not None:
                 tenant = json.loads(info).get("tenant")
-                await self._redis.zrem(tenant_index_key(self._prefix, tenant), stream_id)
+                index = tenant_index_key(self._prefix, tenant)
+                await self._redis.zrem(index, stream_id)
+                # A create of the same id may have run between the DEL and the ZREM:
+                # its stream exists and must stay listed (and counted against the quota).
+                if await self._redis.exists(k.meta):
+                    await self._redis.zadd(index, {stream_id: 0}, nx=True)
         return info is not None
 
 
