@@ -31,6 +31,7 @@ training row); above that, ``413 limit-exceeded``.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -78,6 +79,9 @@ class EvaluationCache:
     def __init__(self, size: int = CACHE_ENTRIES) -> None:
         self.size = size
         self._items: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+        # Computations under way, by key: the same query asked again meanwhile waits
+        # for the one computation instead of starting another.
+        self.running: dict[tuple[Any, ...], asyncio.Future[dict[str, Any]]] = {}
 
     def get(self, key: tuple[Any, ...]) -> dict[str, Any] | None:
         doc = self._items.get(key)
@@ -259,10 +263,28 @@ async def evaluate(
         selected_columns(view)  # raises EvaluationUnavailable
     key = (stream_id, view.incarnation, view.version, model, folds, repeats)
     doc = cache.get(key)
-    if doc is None:
-        doc = await run(lambda: cross_validation(view, model, folds, repeats))
-        cache.put(key, doc)
-    return doc
+    if doc is not None:
+        return doc
+    task = cache.running.get(key)
+    if task is None:
+
+        async def compute() -> dict[str, Any]:
+            out = await run(lambda: cross_validation(view, model, folds, repeats))
+            cache.put(key, out)
+            return out
+
+        # A task of its own: a caller that goes away stops waiting, not the computation
+        # (its thread runs on anyway), and its result still fills the cache.
+        task = asyncio.ensure_future(compute())
+        cache.running[key] = task
+
+        def done(t: asyncio.Future[dict[str, Any]]) -> None:
+            cache.running.pop(key, None)
+            if not t.cancelled():
+                t.exception()  # retrieved: no warning when every caller went away
+
+        task.add_done_callback(done)
+    return await asyncio.shield(task)
 
 
 __all__ = [
