@@ -781,20 +781,26 @@ class RedisStore:
             return 0
         legacy = legacy_index_key(self._prefix)
         moved = 0
-        async with self._guard():
-            while await self._redis.scard(legacy):
+        while True:
+            # A batch at a time, each within its own store_timeout: thousands of old
+            # streams take a few round trips per 500, and each batch done stays done.
+            async with self._guard():
                 members: Any = await self._redis.srandmember(legacy, 500)
+                if not members:
+                    break
                 ids = sorted(m.decode() for m in members)
                 async with self._redis.pipeline(transaction=False) as pipe:
                     for sid in ids:
                         pipe.hget(stream_keys(self._prefix, sid).meta, "info")
                     infos = await pipe.execute()
-                for sid, info in zip(ids, infos, strict=True):
-                    if info is not None:
-                        owned = tenant_index_key(self._prefix, json.loads(info).get("tenant"))
-                        await self._redis.zadd(owned, {sid: 0}, nx=True)
-                        moved += 1
-                    await self._redis.srem(legacy, sid)
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for sid, info in zip(ids, infos, strict=True):
+                        if info is not None:
+                            tenant = json.loads(info).get("tenant")
+                            pipe.zadd(tenant_index_key(self._prefix, tenant), {sid: 0}, nx=True)
+                            moved += 1
+                        pipe.srem(legacy, sid)
+                    await pipe.execute()
         self._migrated = True
         if moved:
             log.info("indexed %d stream(s) of release 0.1.0 by tenant", moved)
