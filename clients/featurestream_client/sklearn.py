@@ -73,7 +73,9 @@ class FeatureStreamSelector(_ServerSelector):
     api_key : str, optional
         Bearer key, when the server requires one.
     timeout : float
-        Seconds to wait for the server.
+        Seconds to wait for the server (60 by default, as the client: above the
+        server's request time budget, 30 s by default, so that a request over it
+        gets its 413 and is split instead of timing out).
     keep_stream : bool
         Keep the stream on the server after ``fit`` (needed to add columns with
         ``partial_fit`` after ``fit``); by default it is deleted once the
@@ -111,7 +113,7 @@ class FeatureStreamSelector(_ServerSelector):
         stream_id: str | None = None,
         chunk_size: int = 20_000,
         api_key: str | None = None,
-        timeout: float = 30.0,
+        timeout: float = 60.0,
         keep_stream: bool = False,
     ) -> None:
         self.url = url
@@ -300,7 +302,7 @@ class FeatureStreamInstanceSelector(_ServerSelector):
         stream_id: str | None = None,
         batch_size: int | None = None,
         api_key: str | None = None,
-        timeout: float = 30.0,
+        timeout: float = 60.0,
         keep_stream: bool = False,
     ) -> None:
         self.url = url

@@ -113,3 +113,16 @@ def test_only_feature_stream_algorithms_and_a_target(live: LiveServer) -> None:
         FeatureStreamSelector(url=live.url).fit(X, None)
     with pytest.raises(fc.InvalidParameter):
         FeatureStreamSelector(url=live.url, params={"alpha": 3}).fit(X, np.arange(20.0))
+
+
+def test_the_adapters_wait_longer_than_the_servers_time_budget() -> None:
+    """A request over the budget (30 s) must reach its 413 (then split), not time out."""
+    from featurestream.config import Settings
+    from featurestream_client.sklearn import (
+        FeatureStreamInstanceSelector,
+        FeatureStreamSelector,
+    )
+
+    budget = Settings().request_time_budget
+    assert FeatureStreamSelector().timeout > budget
+    assert FeatureStreamInstanceSelector().timeout > budget
