@@ -30,12 +30,38 @@ decisions = st.builds(
 )
 
 
+def _expected(d: Decision) -> tuple[dict[str, object], list[dict[str, object]]]:
+    """The documents of one decision, as the API contract lays them out."""
+    doc: dict[str, object] = {
+        "name": d.feature,
+        "accepted": d.accepted,
+        "evicted": [e.feature for e in d.evicted],
+        "reason": d.reason,
+        "score": d.score,
+    }
+    event: dict[str, object] = {
+        "type": "accepted" if d.accepted else "rejected",
+        "names": [d.feature],
+        "reason": d.reason,
+        "score": d.score,
+    }
+    for key in ("by", "group"):
+        if getattr(d, key) is not None:
+            doc[key] = event[key] = getattr(d, key)
+    evictions = [
+        {"type": "evicted", "names": [e.feature], "reason": e.reason, "by": e.by} for e in d.evicted
+    ]
+    return doc, [event, *evictions]
+
+
 @given(st.lists(decisions, max_size=20))
-def test_render_decisions_equals_the_documents_one_by_one(ds: list[Decision]) -> None:
+def test_render_decisions_gives_the_contracts_documents(ds: list[Decision]) -> None:
     docs, events = wire.render_decisions(ds)
+    assert orjson.dumps(docs) == orjson.dumps([_expected(d)[0] for d in ds])
+    assert orjson.dumps(events) == orjson.dumps([e for d in ds for e in _expected(d)[1]])
+    # One decision at a time gives the same documents as the batch.
     assert orjson.dumps(docs) == orjson.dumps([wire.decision(d) for d in ds])
-    one_by_one = [e for d in ds for e in wire.decision_events(d)]
-    assert orjson.dumps(events) == orjson.dumps(one_by_one)
+    assert orjson.dumps(events) == orjson.dumps([e for d in ds for e in wire.decision_events(d)])
 
 
 def test_a_server_process_collects_garbage_less_often() -> None:
