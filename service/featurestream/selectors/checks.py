@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from featurestream.errors import InvalidInput
+from featurestream.stats.finite import all_finite
 from featurestream.stats.sparse import canonical_csr, is_sparse
 
 FloatArray = npt.NDArray[np.float64]
@@ -92,7 +93,7 @@ def feature_batch(
         )
     if len(set(names)) != len(names):
         raise InvalidInput("Feature names within a request must be unique.", field="features")
-    if not np.isfinite(values).all():
+    if not all_finite(values):
         if sparse:
             raise InvalidInput("A column contains NaN or infinite values.", field="features")
         bad = int(np.argmax(~np.isfinite(A).all(axis=1)))
@@ -135,7 +136,7 @@ def instance_batch(X: npt.ArrayLike, d: int) -> tuple[Any, bool]:
             f"Each instance must have {d} values; got an array of shape {A.shape}.",
             field="X",
         )
-    if not np.isfinite(values).all():
+    if not all_finite(values):
         raise InvalidInput("X contains NaN or infinite values.", field="X")
     return A, sparse
 

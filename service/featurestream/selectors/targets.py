@@ -117,11 +117,81 @@ def _auto(labels: list[Label], numeric: bool, distinct: int) -> str:
     return "multiclass" if distinct <= K_MAX else "continuous"
 
 
+def _numeric(values: Any) -> FloatArray | None:
+    """Labels that are plainly numbers as a float64 vector; None for anything else.
+
+    A 1-D array of integers or floats, or a list of plain ints and floats (not
+    bools): the common case, which :func:`resolve_target` and
+    :func:`instance_labels_typed` then handle without a Python object per
+    label. Anything else (strings, a mix, other types, 2-D arrays, ints too
+    large for a float) takes the general path, which also words the errors.
+    """
+    if isinstance(values, np.ndarray):
+        if values.ndim != 1 or values.dtype.kind not in "iuf":
+            return None
+        return np.asarray(values, dtype=np.float64)
+    if isinstance(values, list) and all(type(v) is int or type(v) is float for v in values):
+        try:
+            return np.array(values, dtype=np.float64).reshape(-1)
+        except OverflowError:
+            return None
+    return None
+
+
+def _plain_classes(distinct: FloatArray) -> list[Label]:
+    """Sorted distinct numbers as :func:`_plain` labels (what ``sorted(set(labels))`` gives)."""
+    return [_plain(v) for v in distinct.tolist()]
+
+
+def _resolve_numeric(a: FloatArray, target_type: str, field: str) -> Target:
+    """:func:`resolve_target` for numeric labels, vectorised (the same results and errors)."""
+    if a.shape[0] == 0:
+        raise InvalidInput("The target must not be empty.", field=field)
+    if not np.isfinite(a).all():
+        raise InvalidInput("The target contains NaN or infinite values.", field=field)
+    distinct = np.unique(a)
+    if target_type == "auto":
+        # The integers are those _plain turns into ints.
+        integral = bool(np.all((a == np.floor(a)) & (np.abs(a) < 2.0**53)))
+        if not integral:
+            resolved = "continuous"
+        elif distinct.shape[0] <= 2:
+            resolved = "binary"
+        else:
+            resolved = "multiclass" if distinct.shape[0] <= K_MAX else "continuous"
+    else:
+        resolved = target_type
+    # + 0.0: a -0.0 label is the class 0, as _plain makes it.
+    if resolved == "continuous":
+        return Target("continuous", (), a + 0.0, 0)
+    k = distinct.shape[0]
+    if resolved == "binary" and k > 2:
+        raise InvalidInput(
+            f"A binary target has at most 2 classes; these labels have {k} "
+            '(use target_type "multiclass").',
+            field=field,
+        )
+    if k > MAX_CLASSES:
+        raise InvalidInput(
+            f"A multi-class target has at most {MAX_CLASSES} classes; got {k}.",
+            field=field,
+        )
+    classes = tuple(_plain_classes(distinct))
+    if resolved == "binary":
+        y = a + 0.0
+    else:
+        y = np.searchsorted(distinct, a).astype(np.float64)
+    return Target(resolved, classes, y, k if resolved == "multiclass" and k >= 3 else 0)
+
+
 def resolve_target(
     values: Sequence[Any] | npt.ArrayLike, target_type: str = "auto", *, field: str = "target"
 ) -> Target:
     """Resolve ``target_type`` for these labels and code them (docs/algorithms.md, "Targets")."""
     check_target_type(target_type)
+    a = _numeric(values)
+    if a is not None:
+        return _resolve_numeric(a, target_type, field)
     labels, numeric = _labels(values, field)
     classes = sorted(set(labels))
     resolved = _auto(labels, numeric, len(classes)) if target_type == "auto" else target_type
@@ -268,7 +338,8 @@ def instance_labels_typed(
             'Declare target_type "binary" or "multiclass".',
             field="y",
         )
-    labels, _ = _labels(y, "y")
+    a = _numeric(y)
+    labels: Sequence[Label] = _labels(y, "y")[0] if a is None else ()
     merged = set(classes) | set(batch.classes)
     if len({isinstance(c, str) for c in merged}) > 1:
         raise InvalidInput(
@@ -287,8 +358,14 @@ def instance_labels_typed(
         refuse_multiclass(algorithm, len(new_classes), field="y")
     if len(new_classes) > MAX_CLASSES:
         raise InvalidInput(f"A stream has at most {MAX_CLASSES} classes.", field="y")
-    first = labels[0] if first is None else first
+    if first is None:
+        first = labels[0] if a is None else _plain(a[0])
     if resolved == "multiclass" and accepts_multiclass:
+        if a is not None:
+            # Numbers among numeric classes (mixing was refused above): positions
+            # in the sorted classes, as codes() finds them.
+            at = np.searchsorted(np.array(new_classes, dtype=np.float64), a)
+            return Labels(at.astype(np.float64), True, resolved, new_classes, first)
         return Labels(codes(labels, new_classes, field="y"), True, resolved, new_classes, first)
     if all(not isinstance(c, str) for c in new_classes):
         # Numbers keep the binary rule's labels: {0, 1} or {-1, +1}, 0 meaning -1.
@@ -299,9 +376,12 @@ def instance_labels_typed(
                 'need a stream created with target_type "multiclass".',
                 field="y",
             )
-        pm = np.array([-1.0 if v == 0 else float(v) for v in labels])
+        if a is not None:
+            pm = np.where(a == 0.0, -1.0, a)
+        else:
+            pm = np.array([-1.0 if v == 0 else float(v) for v in labels])
     else:
-        pm = np.array([-1.0 if v == first else 1.0 for v in labels])
+        pm = np.array([-1.0 if v == first else 1.0 for v in labels])  # strings: a is None
     return Labels(pm, False, resolved, new_classes, first)
 
 

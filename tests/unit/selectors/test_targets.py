@@ -342,3 +342,98 @@ def test_known_binary_labels_by_hand() -> None:
     assert values(zero_one, np.array([0, 1])) is None  # ints: the full rules
     assert values(_State("auto", (), None), np.array([1.0])) is None
     assert values(_State("binary", (-1, 1), -1), np.array([1.0, -1.0])) == [1, -1]
+
+
+def _outcome(f: Any) -> Any:
+    """What a call gives: its result, or the InvalidInput it raises (message and field)."""
+    try:
+        return ("ok", f())
+    except InvalidInput as e:
+        return ("refused", str(e), e.field)
+
+
+def _same_target(a: Any, b: Any) -> None:
+    assert a[0] == b[0]
+    if a[0] == "refused":
+        assert a == b
+        return
+    ta, tb = a[1], b[1]
+    assert (ta.target_type, ta.classes, ta.n_classes) == (tb.target_type, tb.classes, tb.n_classes)
+    assert [type(c) for c in ta.classes] == [type(c) for c in tb.classes]
+    assert ta.y.dtype == tb.y.dtype and ta.y.tobytes() == tb.y.tobytes()
+
+
+_NUMBERS = st.one_of(
+    st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.0, 3.0, 0.5, 2.0**53, -(2.0**60), float("nan")]),
+    st.integers(-3, 150).map(float),
+    st.floats(allow_nan=True, allow_infinity=True, width=64),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    labels=st.lists(_NUMBERS, min_size=0, max_size=140),
+    target_type=st.sampled_from(["auto", "continuous", "binary", "multiclass"]),
+    as_ints=st.booleans(),
+)
+def test_numeric_labels_resolve_as_the_general_rules(
+    labels: list[float], target_type: str, as_ints: bool
+) -> None:
+    """Numbers in an array or a plain list take the vectorised path; numpy scalars in a
+    list take the general one. Both give the same target, bit for bit, or the same error."""
+    if as_ints:
+        labels = [float(int(v)) for v in labels if np.isfinite(v) and abs(v) < 2**62]
+        arr: np.ndarray = np.array(labels, dtype=np.int64)
+        general: list[Any] = [np.int64(v) for v in arr]
+    else:
+        arr = np.array(labels, dtype=np.float64)
+        general = [np.float64(v) for v in labels]
+    expected = _outcome(lambda: resolve_target(general, target_type))
+    _same_target(_outcome(lambda: resolve_target(arr, target_type)), expected)
+    plain = arr.tolist()  # plain ints or floats, as JSON gives them
+    _same_target(_outcome(lambda: resolve_target(plain, target_type)), expected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    labels=st.lists(
+        st.sampled_from([0.0, 1.0, -1.0, 2.0, 3.0, 0.5, -0.0]), min_size=1, max_size=20
+    ),
+    previous=st.sampled_from([(), (0, 1), (-1, 1), (1,), (0, 1, 2), (0.5, 2)]),
+    target_type=st.sampled_from(["auto", "binary", "multiclass"]),
+    accepts_multiclass=st.booleans(),
+)
+def test_numeric_instance_labels_resolve_as_the_general_rules(
+    labels: list[float],
+    previous: tuple[Any, ...],
+    target_type: str,
+    accepts_multiclass: bool,
+) -> None:
+    from featurestream.selectors.targets import instance_labels_typed
+
+    first = previous[0] if previous else None
+
+    def run(y: Any) -> Any:
+        return _outcome(
+            lambda: instance_labels_typed(
+                "fires", accepts_multiclass, target_type, previous, first, y
+            )
+        )
+
+    expected = run([np.float64(v) for v in labels])
+    for y in (np.array(labels), labels):
+        got = run(y)
+        assert got[0] == expected[0]
+        if got[0] == "refused":
+            assert got == expected
+            continue
+        a, b = got[1], expected[1]
+        assert (a.multiclass, a.target_type, a.classes, a.first) == (
+            b.multiclass,
+            b.target_type,
+            b.classes,
+            b.first,
+        )
+        assert [type(c) for c in a.classes] == [type(c) for c in b.classes]
+        assert type(a.first) is type(b.first)
+        assert a.values.tobytes() == b.values.tobytes()
