@@ -177,10 +177,8 @@ def _resolve_numeric(a: FloatArray, target_type: str, field: str) -> Target:
             field=field,
         )
     classes = tuple(_plain_classes(distinct))
-    if resolved == "binary":
-        y = a + 0.0
-    else:
-        y = np.searchsorted(distinct, a).astype(np.float64)
+    # Binary keeps the values as given; classes are coded by their sorted position.
+    y = a + 0.0 if resolved == "binary" else np.searchsorted(distinct, a).astype(np.float64)
     return Target(resolved, classes, y, k if resolved == "multiclass" and k >= 3 else 0)
 
 

@@ -17,7 +17,6 @@ import numpy.typing as npt
 
 from featurestream.errors import NumericallyUnstable
 
-
 # Below this many values the plain check is as fast as any.
 _SMALL = 4096
 
