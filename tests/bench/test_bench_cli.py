@@ -231,3 +231,29 @@ def test_latency_writers(
 def test_latency_features_take_no_plain_websockets_writer() -> None:
     with pytest.raises(SystemExit):
         main(["latency", "--ingest", "features", "--writer", "websockets"])
+
+
+@pytest.mark.parametrize("budget", [None, 0.0, 3600.0])
+def test_sdk_instance_runs_stream_through_one_connection(
+    live_url: str, budget: float | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The timed part is one stream_instances call: one WebSocket, its pipeline never
+    drained between blocks (a call per block measured the reconnects, not the path)."""
+    from featurestream.bench import sdk
+    from featurestream.bench.datasets import instance_spec, make_instances
+
+    opened: list[str] = []
+    original = sdk.CountingClient._ws_connect
+
+    def counted(self: sdk.CountingClient, path: str, query: object) -> object:
+        opened.append(path)
+        return original(self, path, query)
+
+    monkeypatch.setattr(sdk.CountingClient, "_ws_connect", counted)
+    data = make_instances(instance_spec("stream-d1000", quick=True))
+    frames = -(-data.spec.n // data.spec.frame)
+    assert frames > 1
+    r = sdk.instances_sdk(live_url, data, "ofs", {"num_features": 20}, budget=budget)
+    assert len(opened) == 2  # the untimed warm-up stream, then the timed one
+    # A budget of 0 stops after the first frame; otherwise every frame goes.
+    assert r.items == (data.spec.frame if budget == 0.0 else data.spec.n)

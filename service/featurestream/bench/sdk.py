@@ -7,15 +7,19 @@ to ``Stream.stream_instances`` (every frame acknowledged once durable, as
 always). The time runs from the first call to its result, so reading the
 input, checking it, cutting it into requests and encoding them all count.
 
-A data set goes in at most :data:`CALLS` calls, so that ``--budget`` can stop
-a run between two of them; the SDK cuts each call into requests (of
-``--chunk`` columns) or frames itself.
+A feature data set goes in at most :data:`CALLS` calls, so that ``--budget``
+can stop a run between two of them; the SDK cuts each call into requests (of
+``--chunk`` columns) itself. An instance data set goes in one
+``stream_instances`` call, as a user streams it: the whole arrays, or with
+``--budget`` a generator of frames that stops at the deadline (a call per
+block would open a connection each time and drain its pipeline).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -167,12 +171,18 @@ def instances_sdk(
             c.bytes_sent[0] = 0
             done = 0
             t0 = time.perf_counter()
-            for lo, hi in _blocks(data.spec.n, frame):
-                y = data.y[lo:hi] if supervised else None
-                s.stream_instances(data.X[lo:hi], y, batch_size=frame)
-                done = hi
-                if deadline.passed():
-                    break
+            if budget is None:
+                # The user's call: the whole data set at once, one connection.
+                s.stream_instances(data.X, data.y if supervised else None, batch_size=frame)
+                done = data.spec.n
+            else:
+                # Still one call (one connection, its pipeline never drained), fed
+                # frame by frame by a generator that stops at the deadline.
+                sent_rows = [0]
+                s.stream_instances(
+                    _frames(data, frame, supervised, deadline, sent_rows), batch_size=frame
+                )
+                done = sent_rows[0]
             dt = time.perf_counter() - t0
             sent = c.bytes_sent[0]
             peak = peak_rss(server)
@@ -182,6 +192,18 @@ def instances_sdk(
     return service_result(
         data, algorithm, params, done, dt, chosen, sent=sent, peak=peak, note=note, path="sdk"
     )
+
+
+def _frames(
+    data: InstanceData, frame: int, supervised: bool, deadline: Deadline, sent: list[int]
+) -> Iterator[Any]:
+    """The data set's frames, ``(X, y)`` pairs or bare X, until the deadline passes."""
+    for lo in range(0, data.spec.n, frame):
+        hi = min(data.spec.n, lo + frame)
+        yield (data.X[lo:hi], data.y[lo:hi]) if supervised else data.X[lo:hi]
+        sent[0] = hi
+        if deadline.passed():
+            return
 
 
 def _sid() -> str:
