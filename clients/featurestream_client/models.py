@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any, overload
 
 
@@ -189,16 +190,16 @@ class Decisions(Sequence[Decision]):
     __slots__ = ("_built", "_raw")
 
     def __init__(self, raw: Sequence[Any] = ()) -> None:
-        # Items are the server's JSON objects, or Decisions already built.
+        # Items are the server's JSON objects, or Decisions already built; those
+        # built on reading are kept by position (none at first: no step per item).
         self._raw: list[Any] = list(raw)
-        self._built: list[Decision | None] = [
-            x if isinstance(x, Decision) else None for x in self._raw
-        ]
+        self._built: dict[int, Decision] = {}
 
     def _at(self, i: int) -> Decision:
-        d = self._built[i]
+        d = self._built.get(i)
         if d is None:
-            d = self._built[i] = Decision.from_json(self._raw[i])
+            x = self._raw[i]
+            d = self._built[i] = x if isinstance(x, Decision) else Decision.from_json(x)
         return d
 
     def __len__(self) -> int:
@@ -234,14 +235,18 @@ class Decisions(Sequence[Decision]):
         return Decisions([*_items_of(other), *self._items()])
 
     def _items(self) -> list[Any]:
-        return [b if b is not None else r for b, r in zip(self._built, self._raw, strict=True)]
+        """The items (JSON objects or Decisions), for building another sequence: do not change."""
+        if not self._built:
+            return self._raw
+        built = self._built
+        return [built.get(i, r) for i, r in enumerate(self._raw)]
 
     def names(self, accepted: bool | None = None) -> list[str]:
         """The features' names (only the accepted, or only the rejected ones, if asked)."""
         out = []
-        for b, r in zip(self._built, self._raw, strict=True):
-            if b is not None:
-                name, ok = b.name, b.accepted
+        for r in self._raw:
+            if isinstance(r, Decision):
+                name, ok = r.name, r.accepted
             else:
                 name, ok = str(r["name"]), bool(r["accepted"])
             if accepted is None or ok == accepted:
@@ -308,7 +313,7 @@ class FeaturesResult:
             return FeaturesResult(version, Decisions(), ())
         return FeaturesResult(
             version=parts[-1].version,
-            decisions=Decisions([x for p in parts for x in _items_of(p.decisions)]),
+            decisions=Decisions(list(chain.from_iterable(_items_of(p.decisions) for p in parts))),
             selected=parts[-1].selected,
             seqs=tuple(s for p in parts for s in p.seqs),
             replayed=any(p.replayed for p in parts),

@@ -85,9 +85,9 @@ RAW = [
 def test_decisions_are_built_when_read_and_compare_as_a_tuple() -> None:
     ds = Decisions(RAW)
     assert len(ds) == 3 and repr(ds) == "Decisions(3 decisions)"
-    assert ds._built == [None, None, None]  # nothing built yet
+    assert ds._built == {}  # nothing built yet
     assert ds.names() == ["a", "b", "c"] and ds.names(accepted=False) == ["b"]
-    assert ds._built == [None, None, None]
+    assert ds._built == {}
     second = ds[1]
     assert second == ClientDecision("b", False, (), "redundant", 0.1, "a")
     assert ds[1] is second and ds[-2] is second  # built once

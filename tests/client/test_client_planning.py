@@ -1,0 +1,127 @@
+"""How the SDK cuts an upload into requests, and how it parses large answers."""
+
+from __future__ import annotations
+
+import gc
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from featurestream_client import _core, _data
+from featurestream_client.models import Decision, Decisions
+
+
+def _reference_plan(
+    cols: _data.Columns, max_columns: int, max_bytes: int, max_header_bytes: int
+) -> list[tuple[int, int]]:
+    """The planner's rule, column by column: a range takes the next column while it fits."""
+    out = []
+    start, size, header = 0, 0, 0
+    in_header = cols.names is not None and cols.names_in_header
+    for j in range(cols.n_cols):
+        col = cols.column_bytes(j)
+        name = len(cols.names[j]) + 1 if in_header and cols.names is not None else 0
+        if j > start and (
+            j - start >= max_columns or size + col > max_bytes or header + name > max_header_bytes
+        ):
+            out.append((start, j))
+            start, size, header = j, 0, 0
+        size += col
+        header += name
+    if cols.n_cols > start:
+        out.append((start, cols.n_cols))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.integers(1, 6),
+    b=st.integers(0, 40),
+    sparse=st.booleans(),
+    naming=st.sampled_from(["none", "safe", "unsafe"]),
+    max_columns=st.integers(1, 12),
+    max_bytes=st.integers(1, 400),
+    exact=st.integers(-1, 40),
+    max_header=st.integers(1, 60),
+    seed=st.integers(0, 10),
+)
+def test_plan_follows_the_column_by_column_rule(
+    rows: int,
+    b: int,
+    sparse: bool,
+    naming: str,
+    max_columns: int,
+    max_bytes: int,
+    max_header: int,
+    seed: int,
+    exact: int,
+) -> None:
+    rng = np.random.default_rng(seed)
+    X = np.where(rng.random((rows, b)) < 0.4, rng.normal(size=(rows, b)), 0.0)
+    names: list[str] | None = None
+    if naming != "none":
+        names = [("n" * int(rng.integers(1, 6))) + f"{j}" for j in range(b)]
+        if naming == "unsafe" and b:
+            names[int(rng.integers(0, b))] += ", x"
+    data: Any = sp.csc_matrix(X) if sparse else X
+    cols = _data.as_columns(data, names)
+    if 0 <= exact < b:
+        # A budget the first columns fill exactly: they fit, one more does not.
+        max_bytes = sum(cols.column_bytes(j) for j in range(exact + 1))
+    got = _data.plan_chunks(cols, max_columns, max_bytes, max_header)
+    assert [(c.start, c.stop) for c in got] == _reference_plan(
+        cols, max_columns, max_bytes, max_header
+    )
+
+
+def test_a_million_columns_are_planned_quickly() -> None:
+    import time
+
+    X = sp.random(5, 1_000_000, density=2e-5, format="csc", random_state=0)
+    cols = _data.as_columns(X, [f"w{j}" for j in range(1_000_000)])
+    t = time.process_time()
+    chunks = _data.plan_chunks(cols, 20_000, 50 << 20, 1 << 20)
+    assert time.process_time() - t < 1.0  # column by column it took seconds
+    assert len(chunks) == 50 and chunks[-1].stop == 1_000_000
+
+
+@pytest.mark.parametrize("size", [10, 200_000])
+@pytest.mark.parametrize("enabled", [True, False])
+def test_large_answers_parse_with_the_collector_paused_and_left_as_it_was(
+    size: int, enabled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = {"decisions": [{"name": f"f{i}", "accepted": i % 3 == 0} for i in range(size // 40)]}
+    content = json.dumps(doc).encode()
+    seen: list[bool] = []
+
+    def loads(raw: bytes) -> Any:
+        seen.append(gc.isenabled())
+        return json.loads(raw)
+
+    monkeypatch.setattr(_core, "_loads", loads)
+    (gc.enable if enabled else gc.disable)()
+    try:
+        assert _core.parse_json(content) == doc
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable()
+    large = len(content) >= _core._GC_PAUSE_BYTES
+    assert seen == [enabled and not large]
+
+
+def test_decisions_build_on_reading_and_keep_what_was_built() -> None:
+    raw = [{"name": f"f{i}", "accepted": i == 1, "evicted": [], "reason": "r"} for i in range(4)]
+    d = Decisions(raw)
+    first = d[1]
+    assert isinstance(first, Decision) and first.name == "f1" and first.accepted
+    assert d[1] is first  # built once
+    joined = d.__add__([Decision.from_json(raw[0])])  # Decisions + a list
+    assert len(joined) == 5 and joined[1] is first and joined[4].name == "f0"
+    assert d.names(accepted=True) == ["f1"] and joined.names(accepted=False)[-1] == "f0"
+    assert Decisions(joined)[1] is first
+    assert list(d) == [Decision.from_json(r) for r in raw]
