@@ -347,7 +347,7 @@ class StreamEngine:
 
         async def prepare(live: Live) -> list[str]:
             # Names already in the stream are refused by the store's commit itself
-            # (atomically, with no round trip of its own): see DuplicateNames.
+            # (made atomic with it by its version check): see DuplicateNames.
             if names is not None:
                 return list(names)
             # Unnamed columns: named after the request, unique in the stream (a seq is
@@ -549,12 +549,20 @@ class StreamEngine:
                 assert isinstance(verdict, Fresh)
             prepared = await prepare(live)
             version = live.version + 1
-            body, outcome = await anyio.to_thread.run_sync(apply, live, prepared, version)
+
+            def applied(
+                live: Live, prepared: Any, version: int
+            ) -> tuple[bytes, Outcome | None, bytes]:
+                body, outcome = apply(live, prepared, version)
+                # Sealed here, beside the event loop: a large response is compressed.
+                return body, outcome, seal(digest, body) if seq is not None else b""
+
+            body, outcome, sealed = await anyio.to_thread.run_sync(applied, live, prepared, version)
             return Attempt(
                 WriteResult(body, False, version if outcome is not None else live.version),
                 outcome,
                 seq=seq,
-                responses=[(seq, seal(digest, body))] if seq is not None else [],
+                responses=[(seq, sealed)] if seq is not None else [],
             )
 
         return await self._transact(stream_id, kind, producer, attempt)

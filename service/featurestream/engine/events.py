@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 
+from featurestream.engine.packing import unpack
 from featurestream.engine.results import EventPage, EventRecord
 from featurestream.errors import HistoryTrimmed, InvalidInput
 from featurestream.store.base import StateStore
@@ -26,7 +27,7 @@ async def read_events(
             # The log keeps the last event_retention commits: what follows 'after' is gone.
             raise HistoryTrimmed(stream_id, after, entries[0].version)
         for entry in entries:
-            payload = json.loads(entry.payload)
+            payload = json.loads(unpack(entry.payload))
             for i, ev in enumerate(payload["events"]):
                 if (entry.version, i) <= (after_v, after_i):
                     continue

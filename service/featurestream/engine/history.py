@@ -31,6 +31,7 @@ import anyio
 import orjson
 
 from featurestream.engine import wire
+from featurestream.engine.packing import is_packed, unpack
 from featurestream.engine.results import Selection
 from featurestream.errors import HistoryTrimmed, VersionNotFound
 from featurestream.evaluation.stability import consecutive_jaccard, nogueira_over
@@ -92,7 +93,7 @@ def parse_entries(entries: Sequence[EventEntry]) -> list[Entry]:
     """The history's view of raw log entries (pure; may run in a worker thread)."""
     out: list[Entry] = []
     for e in entries:
-        payload = orjson.loads(e.payload)
+        payload = orjson.loads(unpack(e.payload))
         change = payload.get("change")
         columns = sum(
             int(ev.get("count", 0)) for ev in payload.get("events", ()) if ev.get("type") == "batch"
@@ -112,7 +113,9 @@ def parse_entries(entries: Sequence[EventEntry]) -> list[Entry]:
 
 
 async def _parse(entries: Sequence[EventEntry]) -> list[Entry]:
-    if sum(len(e.payload) for e in entries) > _INLINE_BYTES:
+    if any(is_packed(e.payload) for e in entries) or (
+        sum(len(e.payload) for e in entries) > _INLINE_BYTES
+    ):
         return await anyio.to_thread.run_sync(parse_entries, entries)
     return parse_entries(entries)
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from featurestream.engine.packing import pack, unpack
 from featurestream.errors import SeqReused
 
 # Stored responses are JSON documents, which never start with a NUL byte.
@@ -85,15 +86,16 @@ def _update(h: Any, part: Any) -> None:
 
 
 def seal(digest: bytes, response: bytes) -> bytes:
-    """The bytes stored for a seq: the content's digest, then the response."""
+    """The bytes stored for a seq: the content's digest, then the response (packed when
+    large: see ``packing``; run it beside the event loop for a large response)."""
     assert len(digest) == DIGEST_SIZE
-    return MAGIC + digest + response
+    return MAGIC + digest + pack(response)
 
 
 def unseal(stored: bytes) -> tuple[bytes | None, bytes]:
     """The digest (None for a response stored without one) and the response."""
     if stored.startswith(MAGIC):
-        return stored[len(MAGIC) : PREFIX_SIZE], stored[PREFIX_SIZE:]
+        return stored[len(MAGIC) : PREFIX_SIZE], unpack(stored[PREFIX_SIZE:])
     return None, stored
 
 

@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 from featurestream import codec
 from featurestream.engine import wire
 from featurestream.engine.cache import Live, footprint
+from featurestream.engine.packing import pack
 from featurestream.engine.results import Selection
 from featurestream.errors import NumericallyUnstable
 from featurestream.selectors import Selector
@@ -170,12 +171,14 @@ def commit_of(live: Live, producer: str, step: Attempt[Any], now: str) -> Commit
         selection=outcome.selection_json,
         status=outcome.status,
         # ``at``: the time the selection document of this version carries (updated_at).
-        events=wire.log_entry(
-            step.seq,
-            producer,
-            outcome.events,
-            at=outcome.selection.updated_at,
-            change=outcome.change,
+        events=pack(
+            wire.log_entry(
+                step.seq,
+                producer,
+                outcome.events,
+                at=outcome.selection.updated_at,
+                change=outcome.change,
+            )
         ),
         names=outcome.names,
         notify=outcome.selection_json if outcome.selection_changed else b"",

@@ -24,6 +24,9 @@ class StreamKeys:
     responses: str
     names: str
     replays: str  # the stored responses' fields, oldest first (a sorted set)
+    # The names of the last commit while they are being added to ``names`` (a string,
+    # joined by newlines; see RedisStore.commit).
+    names_pending: str
     channel: str
     # Written (and expiring) only to make a replayed answer wait for the replicas: see
     # RedisStore.stored_response. Not one of the keys the scripts take.
@@ -39,6 +42,7 @@ class StreamKeys:
             self.responses,
             self.names,
             self.replays,
+            self.names_pending,
         )
 
 
@@ -57,6 +61,7 @@ def stream_keys(prefix: str, stream_id: str) -> StreamKeys:
         responses=f"{base}:responses",
         names=f"{base}:names",
         replays=f"{base}:replays",
+        names_pending=f"{base}:names-pending",
         channel=f"{base}:selection",
         barrier=f"{base}:barrier",
     )

@@ -83,6 +83,7 @@ from featurestream.store.base import (
     ttl_ms,
 )
 from featurestream.store.keys import (
+    StreamKeys,
     legacy_index_key,
     response_field,
     stream_keys,
@@ -156,7 +157,7 @@ RESERVATION_GRACE = 60.0
 STALE_CHECK_INTERVAL = 10.0
 
 # KEYS[1] meta  KEYS[2] state  KEYS[3] events  KEYS[4] producers  KEYS[5] responses
-# KEYS[6] names
+# KEYS[6] names  KEYS[7] replays  KEYS[8] names pending
 # ARGV[1] info JSON  ARGV[2] incarnation  ARGV[3] state blob  ARGV[4] created_at
 # ARGV[5] selection JSON  ARGV[6] status JSON  ARGV[7] time to live in ms ('0': none)
 # Returns 1 when created, 0 when the stream already exists. A retried call that finds
@@ -166,7 +167,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   if redis.call('HGET', KEYS[1], 'incarnation') == ARGV[2] then return 1 end
   return 0
 end
-redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
 redis.call('HSET', KEYS[1], 'info', ARGV[1], 'incarnation', ARGV[2], 'version', 0,
            'updated_at', ARGV[4], 'selection', ARGV[5], 'status', ARGV[6], 'commit_id', '',
            'ttl_ms', ARGV[7])
@@ -179,7 +180,7 @@ return 1
 """
 
 # KEYS[1] meta  KEYS[2] state  KEYS[3] events  KEYS[4] producers  KEYS[5] responses
-# KEYS[6] names  KEYS[7] replays (the stored responses' fields by age)
+# KEYS[6] names  KEYS[7] replays (the stored responses' fields by age)  KEYS[8] names pending
 # ARGV[1] commit id  ARGV[2] incarnation  ARGV[3] expected version  ARGV[4] expected last
 # commit id  ARGV[5] state blob  ARGV[6] updated_at  ARGV[7] selection JSON
 # ARGV[8] status JSON  ARGV[9] events payload  ARGV[10] producer ('' = none)
@@ -191,10 +192,12 @@ return 1
 # ARGV[18 .. 17+2P] seq_1, response_1, ..., seq_P, response_P (ascending; the producer's
 # last seq becomes seq_P)  ARGV[18+2P] the new feature names, joined by newlines
 # Returns the new version (the current one for a records-only commit); -1 on an
-# incarnation, version or last-commit mismatch; -2 when the stream is gone; {-3, name,
-# ...} (up to five names) when a new feature name is already in the stream, and then
-# writes nothing. A commit whose id is already recorded returns the current version (a
-# retried call). Every commit records its id as the last commit id. The stored
+# incarnation, version or last-commit mismatch; -2 when the stream is gone; -4 when the
+# names of an earlier commit are still pending (see RedisStore.commit), and then writes
+# nothing. The new names are not checked or added here: they are kept in KEYS[8] and
+# the version in the meta's 'names_pending', for the caller to add in pieces. A commit
+# whose id is already recorded returns the current version (a retried call). Every
+# commit records its id as the last commit id. The stored
 # responses are trimmed to the replay window per producer, then to the replay bytes per
 # stream, oldest first (never those of this commit). A stream created with a time to live
 # ('ttl_ms' in its meta) has the expiry of every key set again to it by each commit.
@@ -207,33 +210,17 @@ if meta[2] ~= ARGV[2] or tonumber(meta[1]) ~= tonumber(ARGV[3])
    or (meta[3] or '') ~= ARGV[4] then return -1 end
 local v = tonumber(meta[1])
 local pairs_n = tonumber(ARGV[11])
-local names = {}
 if ARGV[15] == '1' then
-  for name in string.gmatch(ARGV[18 + 2 * pairs_n], '[^\\n]+') do names[#names + 1] = name end
-  local dups = {}
-  local i = 1
-  while i <= #names do
-    local j = math.min(i + 999, #names)
-    local seen = redis.call('SMISMEMBER', KEYS[6], unpack(names, i, j))
-    for k = 1, #seen do
-      if seen[k] == 1 and #dups < 5 then dups[#dups + 1] = names[i + k - 1] end
-    end
-    i = j + 1
-  end
-  if #dups > 0 then
-    table.insert(dups, 1, -3)
-    return dups
-  end
+  local names = ARGV[18 + 2 * pairs_n]
+  if names ~= '' and redis.call('HEXISTS', KEYS[1], 'names_pending') == 1 then return -4 end
   v = v + 1
   redis.call('SET', KEYS[2], ARGV[5])
   redis.call('HSET', KEYS[1], 'version', v, 'updated_at', ARGV[6], 'selection', ARGV[7],
              'status', ARGV[8], 'commit_id', ARGV[1])
   redis.call('XADD', KEYS[3], 'MAXLEN', '=', ARGV[16], v .. '-0', 'e', ARGV[9])
-  i = 1
-  while i <= #names do
-    local j = math.min(i + 999, #names)
-    redis.call('SADD', KEYS[6], unpack(names, i, j))
-    i = j + 1
+  if names ~= '' then
+    redis.call('SET', KEYS[8], names)
+    redis.call('HSET', KEYS[1], 'names_pending', v)
   end
 else
   redis.call('HSET', KEYS[1], 'commit_id', ARGV[1])
@@ -279,6 +266,50 @@ if ttl > 0 then
 end
 return v
 """
+
+# Names travel joined by newlines, a piece per call: packing them one argument each
+# cost the server's event loop 20 ms per 20,000 names.
+# KEYS[1] names  ARGV[1] a piece of names
+# Returns those already in the set (at most five), in order.
+NAMES_CHECK_LUA = """
+local names = {}
+for name in string.gmatch(ARGV[1], '[^\\n]+') do names[#names + 1] = name end
+local seen = redis.call('SMISMEMBER', KEYS[1], unpack(names))
+local dups = {}
+for i = 1, #seen do
+  if seen[i] == 1 and #dups < 5 then dups[#dups + 1] = names[i] end
+end
+return dups
+"""
+
+# Adding the pending names of the commit that made version V to the stream's names, in
+# pieces (RedisStore._add_pending_names). Each piece checks that the names of V are still
+# pending (not finished by another process, the stream not deleted or created again).
+# KEYS[1] meta  KEYS[2] names  ARGV[1] V  ARGV[2] a piece of names
+# Returns 1 when added, 0 when the names of V are not pending (nothing written).
+NAMES_ADD_LUA = """
+if redis.call('HGET', KEYS[1], 'names_pending') ~= ARGV[1] then return 0 end
+local names = {}
+for name in string.gmatch(ARGV[2], '[^\\n]+') do names[#names + 1] = name end
+redis.call('SADD', KEYS[2], unpack(names))
+local ttl = tonumber(redis.call('HGET', KEYS[1], 'ttl_ms') or '0') or 0
+if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+return 1
+"""
+
+# KEYS[1] meta  KEYS[2] names pending  ARGV[1] V
+# The names of V are all in the stream's names: no longer pending. Returns 1, or 0 when
+# they were not pending (another process finished them first).
+NAMES_DONE_LUA = """
+if redis.call('HGET', KEYS[1], 'names_pending') ~= ARGV[1] then return 0 end
+redis.call('HDEL', KEYS[1], 'names_pending')
+redis.call('DEL', KEYS[2])
+return 1
+"""
+
+# Names per membership check or SADD piece: each piece is a short command, so reads of
+# other clients interleave with a commit of 20,000 new names.
+NAMES_PIECE = 1000
 
 _SUMMARY_FIELDS = ("info", "version", "updated_at", "selection", "status")
 
@@ -603,6 +634,9 @@ class RedisStore:
         self._migrated = False
         self._stale_checked: dict[str, float] = {}
         self._commit = client.register_script(COMMIT_LUA)
+        self._names_check = client.register_script(NAMES_CHECK_LUA)
+        self._names_add = client.register_script(NAMES_ADD_LUA)
+        self._names_done = client.register_script(NAMES_DONE_LUA)
         self._hub: PubSubHub | None = None
         # When Redis last refused a write for want of memory (None: not since it had room).
         self._full_at: float | None = None
@@ -1000,7 +1034,43 @@ class RedisStore:
         return _summary(values)
 
     async def commit(self, stream_id: str, commit: Commit) -> int:
+        """Commit a write as one compare-and-set (``COMMIT_LUA``); new feature names apart.
+
+        A feature stream's names are unique. Checking and adding 20,000 names inside
+        the commit script held Redis (and every other client's read) for tens of
+        milliseconds, so the names go around it, in pieces of ``NAMES_PIECE``:
+
+        1. before the script, the names are looked up in the stream's set (a new
+           name already there: DuplicateNames, nothing written). The script's
+           compare-and-set on the version makes the lookup atomic with the commit:
+           the set changes only with a commit, which changes the version;
+        2. the script writes the new names to ``names_pending`` and marks the meta
+           ``names_pending = version``; while a mark stands, no commit with names
+           passes (-4), so no name can slip past a lookup;
+        3. after it, the names are added to the set, each piece only while the mark
+           stands, and the mark is removed. Whoever finds a mark (this process after
+           a failure, another process after a crash) finishes the job first.
+        """
         k = stream_keys(self._prefix, stream_id)
+        names = list(commit.names) if commit.state_changed else []
+        for _ in range(3):
+            if names:
+                await self._check_names(stream_id, k, commit, names)
+            result = await self._commit_script(stream_id, k, commit)
+            if result != -4:
+                break
+            await self._finish_pending_names(k)  # an earlier commit's names, then again
+        else:
+            raise ConcurrentUpdate(stream_id, commit.expected_version)
+        if names:
+            try:
+                await self._add_pending_names(k, result, names)
+            except StoreUnavailable as exc:
+                # Committed: the mark stands, and the next commit finishes the names.
+                log.warning("adding the names of %s version %d: %s", stream_id, result, exc)
+        return result
+
+    async def _commit_script(self, stream_id: str, k: StreamKeys, commit: Commit) -> int:
         pairs = commit.seq_responses()
         args: list[Any] = [
             commit.commit_id,
@@ -1026,16 +1096,71 @@ class RedisStore:
         args.append("\n".join(commit.names) if commit.state_changed else "")
         async with self._guard():
             reply: Any = await self._script(self._commit, list(k.all()), args)
-        if isinstance(reply, int) and reply >= 0:
-            self._full_at = None  # a write went through: Redis has room
-        if isinstance(reply, list):
-            raise DuplicateNames(stream_id, [bytes(n).decode() for n in reply[1:]])
         result = int(reply)
+        if result >= 0:
+            self._full_at = None  # a write went through: Redis has room
         if result == -2:
             raise StreamNotFound(stream_id)
         if result == -1:
             raise ConcurrentUpdate(stream_id, commit.expected_version)
         return result
+
+    async def _check_names(
+        self, stream_id: str, k: StreamKeys, commit: Commit, names: list[str]
+    ) -> None:
+        """Refuse names already in the stream (step 1 of :meth:`commit`).
+
+        Pending names of an earlier commit are added first. A commit already
+        recorded (a retried call) is not checked: its names are its own.
+        """
+        pieces = _pieces(names)
+        for _ in range(3):
+            async with self._guard():
+                head: Any = await self._redis.hmget(k.meta, "commit_id", "names_pending")
+                if head[0] is not None and head[0].decode() == commit.commit_id:
+                    return
+                if head[1] is None:
+                    found = await self._each_piece(self._names_check, [k.names], pieces)
+                    break
+            await self._finish_pending_names(k)
+        else:
+            raise ConcurrentUpdate(stream_id, commit.expected_version)
+        dups = [bytes(n).decode() for piece in found for n in piece]
+        if dups:
+            raise DuplicateNames(stream_id, dups[:5])
+
+    async def _each_piece(
+        self, script: Any, keys: list[str], pieces: list[str], *head: Any
+    ) -> list[Any]:
+        """``script`` once per piece of names (``head`` before it), in order: their replies.
+
+        One pipeline on a single Redis (each call a short command of its own); one call
+        after another on a cluster, or when writes wait for replicas.
+        """
+        if self._cluster or (self._replicas_ack and script is not self._names_check):
+            return [await self._script(script, keys, [*head, p]) for p in pieces]
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for p in pieces:
+                await script(keys=keys, args=[*head, p], client=pipe)
+            replies: list[Any] = await pipe.execute()
+        return replies
+
+    async def _finish_pending_names(self, k: StreamKeys) -> None:
+        """Add the names an earlier commit left pending (its process failed or died)."""
+        async with self._guard(), self._redis.pipeline(transaction=False) as pipe:
+            pipe.hget(k.meta, "names_pending")
+            pipe.get(k.names_pending)
+            version, joined = await pipe.execute()
+        if version is None:
+            return
+        names = bytes(joined or b"").decode().split("\n") if joined else []
+        await self._add_pending_names(k, int(version), [n for n in names if n])
+
+    async def _add_pending_names(self, k: StreamKeys, version: int, names: list[str]) -> None:
+        """Step 3 of :meth:`commit`: the names of ``version`` into the set, then no mark."""
+        async with self._guard():
+            await self._each_piece(self._names_add, [k.meta, k.names], _pieces(names), version)
+            await self._script(self._names_done, [k.meta, k.names_pending], [version])
 
     async def events(self, stream_id: str, from_version: int, count: int) -> list[EventEntry]:
         k = stream_keys(self._prefix, stream_id)
@@ -1085,6 +1210,11 @@ class RedisStore:
                 if await self._redis.exists(k.meta):
                     await self._redis.zadd(index, {stream_id: 0}, nx=True)
         return info is not None
+
+
+def _pieces(names: Sequence[str]) -> list[str]:
+    """Names joined by newlines, NAMES_PIECE to a piece."""
+    return ["\n".join(names[i : i + NAMES_PIECE]) for i in range(0, len(names), NAMES_PIECE)]
 
 
 def _is_master(role: Any) -> bool:
