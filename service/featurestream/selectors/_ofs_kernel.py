@@ -47,11 +47,10 @@ from featurestream.selectors._ofs_ops import (
     _csr_parts,
     _decay,
     _dot,
-    _heap_add,
-    _heap_threshold,
     _jit,
     _keep_largest,
     _merge,
+    _select,
     _standardise,
     _sum,
     _support,
@@ -65,6 +64,8 @@ _NEAR = 1.0 - 2.0**-49
 # relative rounding error unbounded): then the candidates are not enough, and
 # the step takes the exact pass over every entry.
 _TINY = 2.0**-960
+# The least positive double.
+_LEAST = 5e-324
 # Instances standardised at once, in float64 elements (2 MiB, cache-sized): the
 # dense form of a chunk of rows, which the kernels then learn from.
 _SCALE_ELEMENTS = 1 << 18
@@ -80,87 +81,97 @@ def _dense_step_truncate(
     B: int,
     radius_inv: float,
     sq: Vector,
-    heap: Vector,
     cand_j: IntVector,
-    cand_v: Vector,
+    wt: Vector,
+    mags: Vector,
 ) -> int:
     """w := Truncate(projection of w + c x, B) for a dense x; returns the new |S|.
 
-    w is non-zero only on S[:nS] and has no -0.0. w~_j = w_j + x_j c is never
-    stored: a pass writes its squares to ``sq`` (the norm sums those of the
-    non-zeros, in index order, as ``_norm`` would), and a second keeps as
-    candidates (``cand_j``, ``cand_v``, in index order) the entries with |w~_j|
-    at least lb, a lower bound of the B-th largest |w~_j| times _NEAR: first
-    the smallest over the B entries of S, then the B-th largest candidate. A
-    selection over the candidates gives the B-th largest; then only S is
-    zeroed and the kept candidates are written, projected by the product
-    ``_keep_largest`` computes. O(d) reads and O(|S| + B) writes per step,
-    instead of several passes writing all d entries.
+    w is non-zero only on S[:nS] and has no -0.0; d > B. A first pass writes
+    w~ = w + x c to ``wt``, its squares to ``sq`` (the norm sums those of the
+    non-zeros, in index order, as ``_norm`` would) and |w~| to ``mags``. Then
+    lb, a lower bound of the B-th largest |w~_j|: the entries outside S fall
+    into B disjoint groups, whose maxima (folds of ``mags`` onto itself) and
+    the |w~_j| over S are B + |S| distinct entries, so the B-th largest of
+    them (``_select``) is at most the B-th largest of all; it is most often
+    that value itself. A second pass lists as candidates (``cand_j``, in index
+    order) the non-zeros with |w~_j| >= lb * _NEAR, hardly more than B of
+    them, and a selection over their magnitudes gives the B-th largest. Only S
+    is zeroed and the kept candidates are written, projected by the product
+    ``_keep_largest`` computes. The passes over d have no branches, and the
+    first and the folds vectorise; O(d) reads and O(|S| + B) writes per step.
     """
     d = w.shape[0]
-    # The entries of S go in the heap of the B largest |w~_j| first: they are
-    # usually still among the largest, so few others get past its root.
-    size = 0
-    for k in range(nS):
-        j = S[k]
-        a = abs(w[j] + x[j] * c)  # the value the passes below compute
-        if a != 0.0:
-            size = _heap_add(heap, size, B, a)
-    # The squares, in a pass without branches (it vectorises).
     n = 0  # non-zeros of w~
     for j in range(d):
         v = w[j] + x[j] * c
+        wt[j] = v
         sq[j] = v * v
+        mags[j] = abs(v)
         n += v != 0.0
-    # The candidates: a predictable branch, taken by few entries. The heap's
-    # root only grows, so an entry below lb now stays below the final B-th
-    # largest by the factor _NEAR; lb = 0: every non-zero is a candidate.
-    lb = heap[0] * _NEAR if size == B else 0.0
-    nc = 0  # candidates
-    p = 0  # entries of S before j (those are in the heap already)
-    for j in range(d):
-        v = w[j] + x[j] * c
-        a = abs(v)
-        if a >= lb and a != 0.0:
-            cand_j[nc] = j
-            cand_v[nc] = v
-            nc += 1
-            while p < nS and S[p] < j:
-                p += 1
-            if (p == nS or S[p] != j) and (size < B or a > heap[0]):
-                size = _heap_add(heap, size, B, a)
-                if size == B:
-                    lb = heap[0] * _NEAR
+    lb = 0.0  # fewer than 2B entries: no groups, every non-zero is a candidate
+    if d >= 2 * B:
+        for k in range(nS):
+            mags[S[k]] = 0.0  # S's entries in no group
+        # The halves folded onto each other, elementwise maxima, while at least
+        # 2B groups are left; then the extra ones onto the first B (an odd one
+        # out of a fold is in no group).
+        size = d
+        while size >= 2 * B:
+            half = size // 2
+            for i in range(half):
+                mags[i] = max(mags[i], mags[i + half])
+            size = half
+        for i in range(B, size):
+            mags[i - B] = max(mags[i - B], mags[i])
+        for k in range(nS):
+            mags[B + k] = abs(wt[S[k]])
+        lb = _select(mags, B + nS, nS)
+    # lb = 0 (fewer than B non-zeros, perhaps): the candidates are the non-zeros.
+    lb = max(lb * _NEAR, _LEAST)
     if n < d:
         # Some w~_j = 0: the norm sums the squares of the non-zeros only.
         n = 0
         for j in range(d):
-            v = w[j] + x[j] * c
+            v = wt[j]
             sq[n] = v * v
             n += v != 0.0
     norm = math.sqrt(_sum(sq, n))
     # min(1, 1 / (sqrt(lam) ||w~||)): shrink only outside the ball (a zero w~ is
     # inside it; this also avoids dividing by zero).
     scale = 1.0 / (radius_inv * norm) if radius_inv * norm > 1.0 else 1.0
-    thr, above = _heap_threshold(heap, size, B, scale)
-    if size == B and thr < _TINY:
+    nc = 0  # candidates
+    for j in range(d):
+        cand_j[nc] = j
+        nc += abs(wt[j]) >= lb
+    # The B-th largest |w~_j| (0 when fewer are non-zero), and how many project above it.
+    thr = 0.0
+    if nc >= B:
+        for q in range(nc):
+            mags[q] = abs(wt[cand_j[q]])
+        thr = _select(mags, nc, nc - B) * scale
+    above = 0
+    for q in range(nc):
+        above += abs(wt[cand_j[q]] * scale) > thr
+    if nc >= B and thr < _TINY:
         # Projected values near the subnormals: decide over every entry.
         for j in range(d):
             w[j] = w[j] + x[j] * c
         return _keep_largest(w, S, _support(w, S), B, scale, thr, above)
     for k in range(nS):
         w[S[k]] = 0.0
+    # Ties at thr fill the B - above places left by lower index.
     ties = B - above
     kept = 0
     for q in range(nc):
-        v = cand_v[q] * scale
+        j = cand_j[q]
+        v = wt[j] * scale
         a = abs(v)
-        if a > thr or (a == thr and a != 0.0 and ties > 0):
-            ties -= a == thr
-            j = cand_j[q]
-            w[j] = v
-            S[kept] = j
-            kept += 1
+        keep = (a > thr) | ((a == thr) & (a != 0.0) & (ties > 0))
+        ties -= keep & (a == thr)
+        w[j] = v if keep else 0.0  # a candidate not kept is 0 now (+0.0, see _decay)
+        S[kept] = j
+        kept += keep
     return kept
 
 
@@ -188,7 +199,8 @@ def _learn_dense(
     # stores them; a w from elsewhere with a -0.0 takes the general route.
     one_pass = d > B and not np.any(np.signbit(w[w == 0.0]))
     cand_j = np.empty(d if one_pass else 0, dtype=np.int64)
-    cand_v = np.empty(d if one_pass else 0)
+    wt = np.empty(d if one_pass else 0)
+    mags = np.empty(d if one_pass else 0)
     mistakes = 0
     for i in range(m):
         x = X[i]
@@ -202,7 +214,7 @@ def _learn_dense(
         if yi * f <= margin:
             c = eta * yi
             if one_pass:
-                nS = _dense_step_truncate(w, x, c, S, nS, B, radius_inv, tmp, heap, cand_j, cand_v)
+                nS = _dense_step_truncate(w, x, c, S, nS, B, radius_inv, tmp, cand_j, wt, mags)
                 continue
             # A dense step can touch every entry: a contiguous pass (it
             # vectorises), then S rebuilt only if some entry is 0.

@@ -247,40 +247,40 @@ def _scale(w: Vector, S: IntVector, nS: int, scale: float) -> int:
 
 @_jit
 def _select(a: Vector, n: int, k: int) -> float:
-    """The k-th smallest of a[:n] (0-based), reordering a[:n]: quickselect, O(n) expected."""
+    """The k-th smallest of a[:n] (0-based), reordering a[:n]: quickselect, O(n) expected.
+
+    Each round splits the range around a pivot (the median of three, so sorted
+    runs do not go quadratic) into the values below it, then those equal to
+    it, by swaps without branches: a comparison that goes either way as often
+    as not costs a misprediction as a branch.
+    """
     lo = 0
-    hi = n - 1
-    while lo < hi:
-        # Median of three as the pivot, so sorted runs do not go quadratic.
+    hi = n
+    while True:
         x = a[lo]
-        y = a[(lo + hi) // 2]
-        z = a[hi]
-        if x > y:
-            x, y = y, x
-        if y > z:
-            y = z
-            if x > y:
-                y = x
-        pivot = y
-        i = lo
-        j = hi
-        while i <= j:
-            while a[i] < pivot:
-                i += 1
-            while a[j] > pivot:
-                j -= 1
-            if i <= j:
-                a[i], a[j] = a[j], a[i]
-                i += 1
-                j -= 1
-        # Now a[lo:j + 1] <= pivot <= a[i:hi + 1], and a[j + 1:i] == pivot.
-        if k <= j:
-            hi = j
-        elif k >= i:
-            lo = i
-        else:
-            return float(a[k])
-    return float(a[k])
+        y = a[(lo + hi - 1) // 2]
+        z = a[hi - 1]
+        pivot = max(min(x, y), min(max(x, y), z))
+        # a[lo:s] < pivot <= a[s:i] after each step.
+        s = lo
+        for i in range(lo, hi):
+            v = a[i]
+            a[i] = a[s]
+            a[s] = v
+            s += v < pivot
+        if k < s:
+            hi = s
+            continue
+        # a[s:e] == pivot < a[e:i] after each step (the pivot is one of them).
+        e = s
+        for i in range(s, hi):
+            v = a[i]
+            a[i] = a[e]
+            a[e] = v
+            e += v == pivot
+        if k < e:
+            return float(pivot)
+        lo = e
 
 
 @_jit
