@@ -50,6 +50,7 @@ from featurestream.selectors._ofs_ops import (
     _jit,
     _keep_largest,
     _merge,
+    _prefetch,
     _select,
     _standardise,
     _sum,
@@ -88,18 +89,20 @@ def _dense_step_truncate(
     """w := Truncate(projection of w + c x, B) for a dense x; returns the new |S|.
 
     w is non-zero only on S[:nS] and has no -0.0; d > B. A first pass writes
-    w~ = w + x c to ``wt``, its squares to ``sq`` (the norm sums those of the
-    non-zeros, in index order, as ``_norm`` would) and |w~| to ``mags``. Then
-    lb, a lower bound of the B-th largest |w~_j|: the entries outside S fall
-    into B disjoint groups, whose maxima (folds of ``mags`` onto itself) and
-    the |w~_j| over S are B + |S| distinct entries, so the B-th largest of
-    them (``_select``) is at most the B-th largest of all; it is most often
-    that value itself. A second pass lists as candidates (``cand_j``, in index
-    order) the non-zeros with |w~_j| >= lb * _NEAR, hardly more than B of
-    them, and a selection over their magnitudes gives the B-th largest. Only S
-    is zeroed and the kept candidates are written, projected by the product
-    ``_keep_largest`` computes. The passes over d have no branches, and the
-    first and the folds vectorise; O(d) reads and O(|S| + B) writes per step.
+    w~ = w + x c to ``wt`` and its squares to ``sq``: the norm sums those of
+    the non-zeros, in index order, as ``_norm`` would. With d >= 2B, a second
+    pass pairs j and j + d // 2 (an odd last entry is in no pair) and writes
+    the larger |w~_j| of each pair to ``sq`` and of each pair's entries
+    outside S to ``mags``; folding ``mags`` onto itself (elementwise maxima)
+    groups the entries outside S into B disjoint groups, whose maxima and the
+    |w~_j| over S are B + |S| distinct entries. The B-th largest of them
+    (``_select``), lb, is at most the B-th largest of all, and most often that
+    value itself. The candidates (``cand_j``, in index order) are the
+    non-zeros with |w~_j| >= lb * _NEAR, found in the few pairs that reach it;
+    hardly more than B, a selection over their magnitudes gives the B-th
+    largest. Only S is zeroed and the kept candidates are written, projected
+    by the product ``_keep_largest`` computes. The passes over d have no
+    branches and vectorise; O(d) reads and O(|S| + B) writes per step.
     """
     d = w.shape[0]
     n = 0  # non-zeros of w~
@@ -107,28 +110,7 @@ def _dense_step_truncate(
         v = w[j] + x[j] * c
         wt[j] = v
         sq[j] = v * v
-        mags[j] = abs(v)
         n += v != 0.0
-    lb = 0.0  # fewer than 2B entries: no groups, every non-zero is a candidate
-    if d >= 2 * B:
-        for k in range(nS):
-            mags[S[k]] = 0.0  # S's entries in no group
-        # The halves folded onto each other, elementwise maxima, while at least
-        # 2B groups are left; then the extra ones onto the first B (an odd one
-        # out of a fold is in no group).
-        size = d
-        while size >= 2 * B:
-            half = size // 2
-            for i in range(half):
-                mags[i] = max(mags[i], mags[i + half])
-            size = half
-        for i in range(B, size):
-            mags[i - B] = max(mags[i - B], mags[i])
-        for k in range(nS):
-            mags[B + k] = abs(wt[S[k]])
-        lb = _select(mags, B + nS, nS)
-    # lb = 0 (fewer than B non-zeros, perhaps): the candidates are the non-zeros.
-    lb = max(lb * _NEAR, _LEAST)
     if n < d:
         # Some w~_j = 0: the norm sums the squares of the non-zeros only.
         n = 0
@@ -141,12 +123,58 @@ def _dense_step_truncate(
     # inside it; this also avoids dividing by zero).
     scale = 1.0 / (radius_inv * norm) if radius_inv * norm > 1.0 else 1.0
     nc = 0  # candidates
-    for j in range(d):
-        cand_j[nc] = j
-        nc += abs(wt[j]) >= lb
+    h = d // 2
+    if h >= B:
+        pairs = sq  # the norm is done with it
+        for i in range(h):
+            a = abs(wt[i])
+            b = abs(wt[i + h])
+            pairs[i] = max(a, b)
+            # A non-zero w_j marks j in S, which stays out of the groups.
+            mags[i] = max(a if w[i] == 0.0 else 0.0, b if w[i + h] == 0.0 else 0.0)
+        # The pairs folded onto each other while at least 2B groups are left,
+        # then the extra ones onto the first B (an odd one out of a fold is in
+        # no group).
+        size = h
+        while size >= 2 * B:
+            half = size // 2
+            for i in range(half):
+                mags[i] = max(mags[i], mags[i + half])
+            size = half
+        for i in range(B, size):
+            mags[i - B] = max(mags[i - B], mags[i])
+        for k in range(nS):
+            j = S[k]
+            mags[B + k] = abs(wt[j]) if w[j] != 0.0 else 0.0
+        lb = max(_select(mags, B + nS, nS) * _NEAR, _LEAST)
+        # Candidates from the pairs that reach lb: those below h in
+        # cand_j[:nc], the others in cand_j[h:h + high], then moved after them.
+        high = 0
+        for i in range(h):
+            if pairs[i] >= lb:
+                cand_j[nc] = i
+                nc += abs(wt[i]) >= lb
+                cand_j[h + high] = i + h
+                high += abs(wt[i + h]) >= lb
+        if d > 2 * h:
+            cand_j[h + high] = d - 1
+            high += abs(wt[d - 1]) >= lb
+        for q in range(high):
+            cand_j[nc + q] = cand_j[h + q]
+        nc += high
+    else:
+        # Fewer than 2B entries: every non-zero is a candidate.
+        for j in range(d):
+            cand_j[nc] = j
+            nc += wt[j] != 0.0
     # The B-th largest |w~_j| (0 when fewer are non-zero), and how many project above it.
     thr = 0.0
-    if nc >= B:
+    if nc == B:
+        thr = abs(wt[cand_j[0]])
+        for q in range(1, nc):
+            thr = min(thr, abs(wt[cand_j[q]]))
+        thr *= scale
+    elif nc > B:
         for q in range(nc):
             mags[q] = abs(wt[cand_j[q]])
         thr = _select(mags, nc, nc - B) * scale
@@ -200,10 +228,17 @@ def _learn_dense(
     one_pass = d > B and not np.any(np.signbit(w[w == 0.0]))
     cand_j = np.empty(d if one_pass else 0, dtype=np.int64)
     wt = np.empty(d if one_pass else 0)
-    mags = np.empty(d if one_pass else 0)
+    mags = np.empty(d + B if one_pass else 0)
     mistakes = 0
     for i in range(m):
         x = X[i]
+        if one_pass and i + 2 < m:
+            # The dot reads x at S only, so the hardware sees no stream of rows
+            # to fetch ahead: the next row is asked for now, for the step that
+            # reads it all (half the instances, often).
+            ahead = X[i + 2]
+            for j in range(0, d, 8):  # a cache line holds 8 float64
+                _prefetch(ahead, j)
         yi = labels[i]
         f = _dot(w, x, S, nS, tmp)
         pred = 1 if f >= 0.0 else -1  # sign(0) = +1
