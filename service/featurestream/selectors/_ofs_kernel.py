@@ -83,26 +83,29 @@ def _dense_step_truncate(
     radius_inv: float,
     sq: Vector,
     cand_j: IntVector,
+    found: IntVector,
     wt: Vector,
     mags: Vector,
 ) -> int:
     """w := Truncate(projection of w + c x, B) for a dense x; returns the new |S|.
 
-    w is non-zero only on S[:nS] and has no -0.0; d > B. A first pass writes
-    w~ = w + x c to ``wt`` and its squares to ``sq``: the norm sums those of
-    the non-zeros, in index order, as ``_norm`` would. With d >= 2B, a second
-    pass pairs j and j + d // 2 (an odd last entry is in no pair) and writes
-    the larger |w~_j| of each pair to ``sq`` and of each pair's entries
-    outside S to ``mags``; folding ``mags`` onto itself (elementwise maxima)
-    groups the entries outside S into B disjoint groups, whose maxima and the
-    |w~_j| over S are B + |S| distinct entries. The B-th largest of them
-    (``_select``), lb, is at most the B-th largest of all, and most often that
-    value itself. The candidates (``cand_j``, in index order) are the
-    non-zeros with |w~_j| >= lb * _NEAR, found in the few pairs that reach it;
-    hardly more than B, a selection over their magnitudes gives the B-th
-    largest. Only S is zeroed and the kept candidates are written, projected
-    by the product ``_keep_largest`` computes. The passes over d have no
-    branches and vectorise; O(d) reads and O(|S| + B) writes per step.
+    w is non-zero only on S[:nS] (a non-zero w_j marks j in S) and has no
+    -0.0; d > B. A first pass writes w~ = w + x c to ``wt`` and its squares to
+    ``sq``: the norm sums those of the non-zeros, in index order, as ``_norm``
+    would. With d >= 2B, a second pass pairs j and j + d // 2 (an odd last
+    entry is in no pair) and writes to ``sq`` the larger |w~_j| of each pair's
+    entries outside S; folding the pairs onto each other (elementwise maxima,
+    into ``mags``) groups the entries outside S into B disjoint groups, whose
+    maxima and the |w~_j| over S are B + |S| distinct entries. The B-th
+    largest of them (``_select``), lb, is at most the B-th largest of all, and
+    most often that value itself. The candidates (``cand_j``, in index order)
+    are the entries with |w~_j| >= lb * _NEAR: those outside S, looked for in
+    the few pairs that reach it (``found``), merged with those of S; hardly
+    more than B, a selection over their magnitudes gives the B-th largest.
+    Only S is zeroed and the kept candidates are written, projected by the
+    product ``_keep_largest`` computes. The first two passes and the folds
+    have no branches and vectorise; the search of the pairs branches on the
+    few that reach lb. O(d) reads and O(|S| + B) writes per step.
     """
     d = w.shape[0]
     n = 0  # non-zeros of w~
@@ -127,15 +130,21 @@ def _dense_step_truncate(
     if h >= B:
         pairs = sq  # the norm is done with it
         for i in range(h):
-            a = abs(wt[i])
-            b = abs(wt[i + h])
+            # A non-zero w_j marks j in S: the pairs hold the entries outside S.
+            a = abs(wt[i]) if w[i] == 0.0 else 0.0
+            b = abs(wt[i + h]) if w[i + h] == 0.0 else 0.0
             pairs[i] = max(a, b)
-            # A non-zero w_j marks j in S, which stays out of the groups.
-            mags[i] = max(a if w[i] == 0.0 else 0.0, b if w[i + h] == 0.0 else 0.0)
         # The pairs folded onto each other while at least 2B groups are left,
         # then the extra ones onto the first B (an odd one out of a fold is in
         # no group).
         size = h
+        if size >= 2 * B:
+            size = h // 2
+            for i in range(size):
+                mags[i] = max(pairs[i], pairs[i + size])
+        else:
+            for i in range(size):
+                mags[i] = pairs[i]
         while size >= 2 * B:
             half = size // 2
             for i in range(half):
@@ -147,21 +156,34 @@ def _dense_step_truncate(
             j = S[k]
             mags[B + k] = abs(wt[j]) if w[j] != 0.0 else 0.0
         lb = max(_select(mags, B + nS, nS) * _NEAR, _LEAST)
-        # Candidates from the pairs that reach lb: those below h in
-        # cand_j[:nc], the others in cand_j[h:h + high], then moved after them.
+        # The entries outside S at least lb, from the few pairs that reach it:
+        # those below h in found[:low], the others in found[h:h + high].
+        low = 0
         high = 0
         for i in range(h):
             if pairs[i] >= lb:
-                cand_j[nc] = i
-                nc += abs(wt[i]) >= lb
-                cand_j[h + high] = i + h
-                high += abs(wt[i + h]) >= lb
+                found[low] = i
+                low += (abs(wt[i]) >= lb) & (w[i] == 0.0)
+                found[h + high] = i + h
+                high += (abs(wt[i + h]) >= lb) & (w[i + h] == 0.0)
         if d > 2 * h:
-            cand_j[h + high] = d - 1
-            high += abs(wt[d - 1]) >= lb
-        for q in range(high):
-            cand_j[nc + q] = cand_j[h + q]
-        nc += high
+            j = d - 1
+            found[h + high] = j
+            high += (abs(wt[j]) >= lb) & (w[j] == 0.0)
+        # Merged in index order with the entries of S at least lb (d: none left).
+        k = 0
+        r = 0
+        while k < nS or r < low + high:
+            sj = S[k] if k < nS else d
+            fj = d if r == low + high else (found[r] if r < low else found[h + r - low])
+            if sj < fj:
+                cand_j[nc] = sj
+                nc += (abs(wt[sj]) >= lb) & (w[sj] != 0.0)
+                k += 1
+            else:
+                cand_j[nc] = fj
+                nc += 1
+                r += 1
     else:
         # Fewer than 2B entries: every non-zero is a candidate.
         for j in range(d):
@@ -227,6 +249,7 @@ def _learn_dense(
     # stores them; a w from elsewhere with a -0.0 takes the general route.
     one_pass = d > B and not np.any(np.signbit(w[w == 0.0]))
     cand_j = np.empty(d if one_pass else 0, dtype=np.int64)
+    found = np.empty(d if one_pass else 0, dtype=np.int64)
     wt = np.empty(d if one_pass else 0)
     mags = np.empty(d + B if one_pass else 0)
     mistakes = 0
@@ -249,7 +272,9 @@ def _learn_dense(
         if yi * f <= margin:
             c = eta * yi
             if one_pass:
-                nS = _dense_step_truncate(w, x, c, S, nS, B, radius_inv, tmp, cand_j, wt, mags)
+                nS = _dense_step_truncate(
+                    w, x, c, S, nS, B, radius_inv, tmp, cand_j, found, wt, mags
+                )
                 continue
             # A dense step can touch every entry: a contiguous pass (it
             # vectorises), then S rebuilt only if some entry is 0.
