@@ -47,11 +47,11 @@ from featurestream.selectors._ofs_ops import (
     _csr_parts,
     _decay,
     _dot,
-    _heap_add,
-    _heap_threshold,
     _jit,
     _keep_largest,
     _merge,
+    _prefetch,
+    _select,
     _standardise,
     _sum,
     _support,
@@ -65,6 +65,8 @@ _NEAR = 1.0 - 2.0**-49
 # relative rounding error unbounded): then the candidates are not enough, and
 # the step takes the exact pass over every entry.
 _TINY = 2.0**-960
+# The least positive double.
+_LEAST = 5e-324
 # Instances standardised at once, in float64 elements (2 MiB, cache-sized): the
 # dense form of a chunk of rows, which the kernels then learn from.
 _SCALE_ELEMENTS = 1 << 18
@@ -80,87 +82,146 @@ def _dense_step_truncate(
     B: int,
     radius_inv: float,
     sq: Vector,
-    heap: Vector,
     cand_j: IntVector,
-    cand_v: Vector,
+    found: IntVector,
+    wt: Vector,
+    mags: Vector,
 ) -> int:
     """w := Truncate(projection of w + c x, B) for a dense x; returns the new |S|.
 
-    w is non-zero only on S[:nS] and has no -0.0. w~_j = w_j + x_j c is never
-    stored: a pass writes its squares to ``sq`` (the norm sums those of the
-    non-zeros, in index order, as ``_norm`` would), and a second keeps as
-    candidates (``cand_j``, ``cand_v``, in index order) the entries with |w~_j|
-    at least lb, a lower bound of the B-th largest |w~_j| times _NEAR: first
-    the smallest over the B entries of S, then the B-th largest candidate. A
-    selection over the candidates gives the B-th largest; then only S is
-    zeroed and the kept candidates are written, projected by the product
-    ``_keep_largest`` computes. O(d) reads and O(|S| + B) writes per step,
-    instead of several passes writing all d entries.
+    w is non-zero only on S[:nS] (a non-zero w_j marks j in S) and has no
+    -0.0; d > B. A first pass writes w~ = w + x c to ``wt`` and its squares to
+    ``sq``: the norm sums those of the non-zeros, in index order, as ``_norm``
+    would. With d >= 2B, a second pass pairs j and j + d // 2 (an odd last
+    entry is in no pair) and writes to ``sq`` the larger |w~_j| of each pair's
+    entries outside S; folding the pairs onto each other (elementwise maxima,
+    into ``mags``) groups the entries outside S into B disjoint groups, whose
+    maxima and the |w~_j| over S are B + |S| distinct entries. The B-th
+    largest of them (``_select``), lb, is at most the B-th largest of all, and
+    most often that value itself. The candidates (``cand_j``, in index order)
+    are the entries with |w~_j| >= lb * _NEAR: those outside S, looked for in
+    the few pairs that reach it (``found``), merged with those of S; hardly
+    more than B, a selection over their magnitudes gives the B-th largest.
+    Only S is zeroed and the kept candidates are written, projected by the
+    product ``_keep_largest`` computes. The first two passes and the folds
+    have no branches and vectorise; the search of the pairs branches on the
+    few that reach lb. O(d) reads and O(|S| + B) writes per step.
     """
     d = w.shape[0]
-    # The entries of S go in the heap of the B largest |w~_j| first: they are
-    # usually still among the largest, so few others get past its root.
-    size = 0
-    for k in range(nS):
-        j = S[k]
-        a = abs(w[j] + x[j] * c)  # the value the passes below compute
-        if a != 0.0:
-            size = _heap_add(heap, size, B, a)
-    # The squares, in a pass without branches (it vectorises).
     n = 0  # non-zeros of w~
     for j in range(d):
         v = w[j] + x[j] * c
+        wt[j] = v
         sq[j] = v * v
         n += v != 0.0
-    # The candidates: a predictable branch, taken by few entries. The heap's
-    # root only grows, so an entry below lb now stays below the final B-th
-    # largest by the factor _NEAR; lb = 0: every non-zero is a candidate.
-    lb = heap[0] * _NEAR if size == B else 0.0
-    nc = 0  # candidates
-    p = 0  # entries of S before j (those are in the heap already)
-    for j in range(d):
-        v = w[j] + x[j] * c
-        a = abs(v)
-        if a >= lb and a != 0.0:
-            cand_j[nc] = j
-            cand_v[nc] = v
-            nc += 1
-            while p < nS and S[p] < j:
-                p += 1
-            if (p == nS or S[p] != j) and (size < B or a > heap[0]):
-                size = _heap_add(heap, size, B, a)
-                if size == B:
-                    lb = heap[0] * _NEAR
     if n < d:
         # Some w~_j = 0: the norm sums the squares of the non-zeros only.
         n = 0
         for j in range(d):
-            v = w[j] + x[j] * c
+            v = wt[j]
             sq[n] = v * v
             n += v != 0.0
     norm = math.sqrt(_sum(sq, n))
     # min(1, 1 / (sqrt(lam) ||w~||)): shrink only outside the ball (a zero w~ is
     # inside it; this also avoids dividing by zero).
     scale = 1.0 / (radius_inv * norm) if radius_inv * norm > 1.0 else 1.0
-    thr, above = _heap_threshold(heap, size, B, scale)
-    if size == B and thr < _TINY:
+    nc = 0  # candidates
+    h = d // 2
+    if h >= B:
+        pairs = sq  # the norm is done with it
+        for i in range(h):
+            # A non-zero w_j marks j in S: the pairs hold the entries outside S.
+            a = abs(wt[i]) if w[i] == 0.0 else 0.0
+            b = abs(wt[i + h]) if w[i + h] == 0.0 else 0.0
+            pairs[i] = max(a, b)
+        # The pairs folded onto each other while at least 2B groups are left,
+        # then the extra ones onto the first B (an odd one out of a fold is in
+        # no group).
+        size = h
+        if size >= 2 * B:
+            size = h // 2
+            for i in range(size):
+                mags[i] = max(pairs[i], pairs[i + size])
+        else:
+            for i in range(size):
+                mags[i] = pairs[i]
+        while size >= 2 * B:
+            half = size // 2
+            for i in range(half):
+                mags[i] = max(mags[i], mags[i + half])
+            size = half
+        for i in range(B, size):
+            mags[i - B] = max(mags[i - B], mags[i])
+        for k in range(nS):
+            j = S[k]
+            mags[B + k] = abs(wt[j]) if w[j] != 0.0 else 0.0
+        lb = max(_select(mags, B + nS, nS) * _NEAR, _LEAST)
+        # The entries outside S at least lb, from the few pairs that reach it:
+        # those below h in found[:low], the others in found[h:h + high].
+        low = 0
+        high = 0
+        for i in range(h):
+            if pairs[i] >= lb:
+                found[low] = i
+                low += (abs(wt[i]) >= lb) & (w[i] == 0.0)
+                found[h + high] = i + h
+                high += (abs(wt[i + h]) >= lb) & (w[i + h] == 0.0)
+        if d > 2 * h:
+            j = d - 1
+            found[h + high] = j
+            high += (abs(wt[j]) >= lb) & (w[j] == 0.0)
+        # Merged in index order with the entries of S at least lb (d: none left).
+        k = 0
+        r = 0
+        while k < nS or r < low + high:
+            sj = S[k] if k < nS else d
+            fj = d if r == low + high else (found[r] if r < low else found[h + r - low])
+            if sj < fj:
+                cand_j[nc] = sj
+                nc += (abs(wt[sj]) >= lb) & (w[sj] != 0.0)
+                k += 1
+            else:
+                cand_j[nc] = fj
+                nc += 1
+                r += 1
+    else:
+        # Fewer than 2B entries: every non-zero is a candidate.
+        for j in range(d):
+            cand_j[nc] = j
+            nc += wt[j] != 0.0
+    # The B-th largest |w~_j| (0 when fewer are non-zero), and how many project above it.
+    thr = 0.0
+    if nc == B:
+        thr = abs(wt[cand_j[0]])
+        for q in range(1, nc):
+            thr = min(thr, abs(wt[cand_j[q]]))
+        thr *= scale
+    elif nc > B:
+        for q in range(nc):
+            mags[q] = abs(wt[cand_j[q]])
+        thr = _select(mags, nc, nc - B) * scale
+    above = 0
+    for q in range(nc):
+        above += abs(wt[cand_j[q]] * scale) > thr
+    if nc >= B and thr < _TINY:
         # Projected values near the subnormals: decide over every entry.
         for j in range(d):
             w[j] = w[j] + x[j] * c
         return _keep_largest(w, S, _support(w, S), B, scale, thr, above)
     for k in range(nS):
         w[S[k]] = 0.0
+    # Ties at thr fill the B - above places left by lower index.
     ties = B - above
     kept = 0
     for q in range(nc):
-        v = cand_v[q] * scale
+        j = cand_j[q]
+        v = wt[j] * scale
         a = abs(v)
-        if a > thr or (a == thr and a != 0.0 and ties > 0):
-            ties -= a == thr
-            j = cand_j[q]
-            w[j] = v
-            S[kept] = j
-            kept += 1
+        keep = (a > thr) | ((a == thr) & (a != 0.0) & (ties > 0))
+        ties -= keep & (a == thr)
+        w[j] = v if keep else 0.0  # a candidate not kept is 0 now (+0.0, see _decay)
+        S[kept] = j
+        kept += keep
     return kept
 
 
@@ -188,10 +249,20 @@ def _learn_dense(
     # stores them; a w from elsewhere with a -0.0 takes the general route.
     one_pass = d > B and not np.any(np.signbit(w[w == 0.0]))
     cand_j = np.empty(d if one_pass else 0, dtype=np.int64)
-    cand_v = np.empty(d if one_pass else 0)
+    found = np.empty(d if one_pass else 0, dtype=np.int64)
+    wt = np.empty(d if one_pass else 0)
+    mags = np.empty(d + B if one_pass else 0)
     mistakes = 0
     for i in range(m):
         x = X[i]
+        if one_pass and i + 2 < m:
+            # The dot reads x at S only, so the hardware sees no stream of rows
+            # to fetch ahead: the row two instances on is asked for now, for
+            # the step that reads it all (half the instances, often).
+            ahead = X[i + 2]
+            for j in range(0, d, 8):  # a cache line holds 8 float64
+                _prefetch(ahead, j)
+            _prefetch(ahead, d - 1)  # the row need not start a line
         yi = labels[i]
         f = _dot(w, x, S, nS, tmp)
         pred = 1 if f >= 0.0 else -1  # sign(0) = +1
@@ -202,7 +273,9 @@ def _learn_dense(
         if yi * f <= margin:
             c = eta * yi
             if one_pass:
-                nS = _dense_step_truncate(w, x, c, S, nS, B, radius_inv, tmp, heap, cand_j, cand_v)
+                nS = _dense_step_truncate(
+                    w, x, c, S, nS, B, radius_inv, tmp, cand_j, found, wt, mags
+                )
                 continue
             # A dense step can touch every entry: a contiguous pass (it
             # vectorises), then S rebuilt only if some entry is 0.

@@ -2,8 +2,8 @@
 
 numpy's pairwise summation reproduced bit for bit, sums and updates over S
 (the sorted indices of w's non-zeros), Truncate by partial selection or a
-bounded heap, and the bookkeeping after a step; plus the shape checks of the
-entry points. See ``_ofs_kernel`` for why the loop is compiled.
+bounded heap, the bookkeeping after a step and a cache prefetch hint; plus
+the shape checks of the entry points. See ``_ofs_kernel`` for why the loop is compiled.
 """
 
 from __future__ import annotations
@@ -14,7 +14,10 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
+from llvmlite import ir  # type: ignore[import-untyped]
+from numba import njit, types
+from numba.core import cgutils
+from numba.core.extending import intrinsic
 
 Vector = npt.NDArray[np.float64]
 Matrix = npt.NDArray[np.float64]
@@ -54,6 +57,35 @@ def _jit_ieee(f: _F) -> _F:
     """
     return _jit(f, error_model="numpy")
 
+
+@intrinsic
+def _prefetch_intrinsic(typingctx: Any, a: Any, i: Any) -> Any:
+    """Hint the CPU to fetch the cache line of a[i] (``llvm.prefetch``); no effect on values.
+
+    a is a contiguous array and i an index into it (not wrapped: 0 <= i < len(a)).
+    """
+    sig = types.void(a, i)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        array_type = signature.args[0]
+        array = context.make_array(array_type)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(  # type: ignore[no-untyped-call]
+            context, builder, array_type, array, [args[1]], wraparound=False
+        )
+        byte_ptr = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn_type = ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(  # type: ignore[no-untyped-call]
+            builder.module, fn_type, "llvm.prefetch.p0"
+        )
+        # A read (0), to keep in every cache level (3), of data (1).
+        builder.call(fn, [builder.bitcast(ptr, byte_ptr), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+_prefetch = cast(Callable[[Vector, int], None], _prefetch_intrinsic)
 
 # --------------------------------------------------------------------------- sums
 
@@ -247,40 +279,40 @@ def _scale(w: Vector, S: IntVector, nS: int, scale: float) -> int:
 
 @_jit
 def _select(a: Vector, n: int, k: int) -> float:
-    """The k-th smallest of a[:n] (0-based), reordering a[:n]: quickselect, O(n) expected."""
+    """The k-th smallest of a[:n] (0-based), reordering a[:n]: quickselect, O(n) expected.
+
+    Each round splits the range around a pivot (the median of three, so sorted
+    runs do not go quadratic) into the values below it, then those equal to
+    it, by swaps without branches: a comparison that goes either way as often
+    as not costs a misprediction as a branch.
+    """
     lo = 0
-    hi = n - 1
-    while lo < hi:
-        # Median of three as the pivot, so sorted runs do not go quadratic.
+    hi = n
+    while True:
         x = a[lo]
-        y = a[(lo + hi) // 2]
-        z = a[hi]
-        if x > y:
-            x, y = y, x
-        if y > z:
-            y = z
-            if x > y:
-                y = x
-        pivot = y
-        i = lo
-        j = hi
-        while i <= j:
-            while a[i] < pivot:
-                i += 1
-            while a[j] > pivot:
-                j -= 1
-            if i <= j:
-                a[i], a[j] = a[j], a[i]
-                i += 1
-                j -= 1
-        # Now a[lo:j + 1] <= pivot <= a[i:hi + 1], and a[j + 1:i] == pivot.
-        if k <= j:
-            hi = j
-        elif k >= i:
-            lo = i
-        else:
-            return float(a[k])
-    return float(a[k])
+        y = a[(lo + hi - 1) // 2]
+        z = a[hi - 1]
+        pivot = max(min(x, y), min(max(x, y), z))
+        # a[lo:s] < pivot <= a[s:i] after each step.
+        s = lo
+        for i in range(lo, hi):
+            v = a[i]
+            a[i] = a[s]
+            a[s] = v
+            s += v < pivot
+        if k < s:
+            hi = s
+            continue
+        # a[s:e] == pivot < a[e:i] after each step (the pivot is one of them).
+        e = s
+        for i in range(s, hi):
+            v = a[i]
+            a[i] = a[e]
+            a[e] = v
+            e += v == pivot
+        if k < e:
+            return float(pivot)
+        lo = e
 
 
 @_jit

@@ -275,6 +275,26 @@ def test_kernel_dense_truncation_near_the_subnormals() -> None:
     assert 0.0 < abs(w[np.flatnonzero(w)[-1]]) < 2.0**-960
 
 
+@pytest.mark.parametrize(
+    ("d", "B", "values"),
+    [(1001, 20, None), (257, 3, None), (96, 24, None), (90, 24, None), (201, 12, (1.0, -1.0, 2.0))],
+)
+def test_kernel_dense_truncation_groups_and_candidates(
+    d: int, B: int, values: tuple[float, ...] | None
+) -> None:
+    # d well above B (the groups fold several times), odd d (an entry in no pair),
+    # d between 2B and 4B (no fold), and few distinct values (ties at the bound).
+    rng = np.random.default_rng(d + B)
+    if values is None:
+        X, y = _stream(rng, 120, d, 1.0)
+    else:
+        X = rng.choice(values, size=(120, d))
+        y = (X[:, :5].sum(axis=1) > 0).astype(float)
+    for params in ({"num_features": B}, {"num_features": B, "decay": 0.01, "lam": 1.0}):
+        sel = _check(params, X, y, frames=2)
+        assert 0 < np.count_nonzero(sel.state.w) <= B
+
+
 # Few distinct values: ties in |w| are common, and so are cancellations to 0.
 VALUES = st.sampled_from([0.0, 0.5, -0.5, 1.0, -1.0, 2.0, 3.0, -0.25, 1e-3])
 
