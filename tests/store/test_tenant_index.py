@@ -103,7 +103,7 @@ async def test_a_create_refused_for_want_of_memory_gives_its_reservation_back(
 async def test_a_create_between_a_deletes_steps_stays_listed(
     redis_url: str, key_prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """delete: DEL of the stream, then ZREM of its index entry. A create of the same id in
+    """delete: UNLINK of the stream, then ZREM of its index entry. A create of the same id in
     between must not end unlisted (nor uncounted by the quota)."""
     client = aioredis.Redis.from_url(redis_url)
     store = RedisStore(client, prefix=key_prefix)
@@ -113,7 +113,7 @@ async def test_a_create_between_a_deletes_steps_stays_listed(
 
         async def write_then_create(key: str, *command: Any) -> Any:
             out = await write(key, *command)
-            if command[0] == "DEL":  # the stream is gone: another process creates it again
+            if command[0] == "UNLINK":  # the stream is gone: another process creates it again
                 monkeypatch.setattr(store, "_write", write)
                 await _create(store, "a~1", "a", 2, incarnation="again")
             return out
