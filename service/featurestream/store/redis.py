@@ -1134,16 +1134,13 @@ class RedisStore:
     ) -> list[Any]:
         """``script`` once per piece of names (``head`` before it), in order: their replies.
 
-        One pipeline on a single Redis (each call a short command of its own); one call
-        after another on a cluster, or when writes wait for replicas.
+        One call after the other, each waiting for the last: Redis runs the commands
+        a client pipelines back to back, before it reads anyone else's, so pieces sent
+        together would hold it as long as one large command.
         """
-        if self._cluster or (self._replicas_ack and script is not self._names_check):
+        if self._replicas_ack and script is not self._names_check:
             return [await self._script(script, keys, [*head, p]) for p in pieces]
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for p in pieces:
-                await script(keys=keys, args=[*head, p], client=pipe)
-            replies: list[Any] = await pipe.execute()
-        return replies
+        return [await script(keys=keys, args=[*head, p]) for p in pieces]
 
     async def _finish_pending_names(self, k: StreamKeys) -> None:
         """Add the names an earlier commit left pending (its process failed or died)."""
