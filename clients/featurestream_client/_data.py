@@ -304,8 +304,11 @@ def plan_chunks(
     start = 0
     while start < b:
         # The first column that would not fit: body[j + 1] - body[start] > max_bytes.
-        by_bytes = int(np.searchsorted(body, body[start] + max_bytes, side="right")) - 1
-        by_header = int(np.searchsorted(head, head[start] + max_header_bytes, side="right")) - 1
+        # Targets in Python ints, capped at the totals: a budget of sys.maxsize means none.
+        reach = min(int(body[start]) + max_bytes, int(body[-1]))
+        by_bytes = int(np.searchsorted(body, reach, side="right")) - 1
+        reach = min(int(head[start]) + max_header_bytes, int(head[-1]))
+        by_header = int(np.searchsorted(head, reach, side="right")) - 1
         stop = min(max(start + 1, min(by_bytes, by_header)), start + max(1, max_columns), b)
         out.append(Chunk(start, stop))
         start = stop

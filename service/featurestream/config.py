@@ -115,8 +115,9 @@ class Settings(BaseSettings):
         16 * 1024 * 1024,
         ge=1024 * 1024,
         description="Bytes of stored responses kept per stream for seq replays, over all "
-        "its producers; beyond it the oldest go first (a replay of one of them is "
-        "refused as older than the replay window).",
+        "its producers, as stored (responses of 64 KiB or more are kept compressed, "
+        "about a seventh of their size); beyond it the oldest go first (a replay of one "
+        "of them is refused as older than the replay window).",
     )
     event_retention: int = Field(
         10_000,

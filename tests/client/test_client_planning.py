@@ -79,6 +79,15 @@ def test_plan_follows_the_column_by_column_rule(
     )
 
 
+def test_budgets_as_large_as_any_int_mean_no_budget() -> None:
+    import sys
+
+    cols = _data.as_columns(np.ones((3, 5)), [f"c{j}" for j in range(5)])
+    for big in (sys.maxsize, 2**63, 2**80):
+        got = _data.plan_chunks(cols, 2, big, big)
+        assert [(c.start, c.stop) for c in got] == [(0, 2), (2, 4), (4, 5)]
+
+
 def test_a_million_columns_are_planned_quickly() -> None:
     import time
 

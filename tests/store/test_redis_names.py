@@ -10,6 +10,7 @@ import re
 import socket
 import threading
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -80,7 +81,7 @@ async def test_names_left_pending_are_finished_by_the_next_commit(store: RedisSt
     # A process that ran the script and died before adding the names.
     first = _commit(0, "c1", "", ["a", "b", "c"])
     assert await store._commit_script("s", k, first) == 1
-    assert await _raw(store, "HGET", k.meta, "names_pending") == b"1"
+    assert await _raw(store, "HGET", k.meta, "names_pending") == b"c1"
     assert await _raw(store, "SCARD", k.names) == 0
     # The next commit finds the mark, adds those names, then refuses a duplicate of them.
     with pytest.raises(DuplicateNames) as info:
@@ -107,8 +108,43 @@ async def test_pieces_of_a_deleted_stream_write_nothing(store: RedisStore) -> No
     k = stream_keys(store._prefix, "s")
     assert await store._commit_script("s", k, _commit(0, "c1", "", ["a", "b"])) == 1
     assert await store.delete("s")
-    await store._add_pending_names(k, 1, ["a", "b"])  # the late piece of a dead process
+    await store._add_pending_names(k, "c1", ["a", "b"])  # the late piece of a dead process
     assert await _raw(store, "EXISTS", k.names, k.meta, k.names_pending) == 0
+
+
+async def test_late_pieces_of_a_deleted_stream_leave_its_new_incarnation_alone(
+    store: RedisStore,
+) -> None:
+    """Marks are commit ids: a stream deleted and created again reaches version 1 again,
+    and a slow process still adding the names of the old version 1 must not add them to
+    the new stream's names, nor remove the new stream's mark."""
+    k = stream_keys(store._prefix, "s")
+    assert await store._commit_script("s", k, _commit(0, "old", "", ["old1", "old2"])) == 1
+    assert await store.delete("s")
+    await store.create("s", {"id": "s", "kind": "features"}, "inc-1", b"s0", "t0", b"{}", b"{}")
+    assert await store._commit_script("s", k, _commit(0, "new", "", ["new1"])) == 1
+    await store._add_pending_names(k, "old", ["old1", "old2"])  # the old writer, late
+    assert await _raw(store, "HGET", k.meta, "names_pending") == b"new"
+    assert await _raw(store, "SCARD", k.names) == 0
+    # The next commit finishes the new names: new1 is taken, old1 is free.
+    with pytest.raises(DuplicateNames):
+        await store.commit("s", _commit(1, "c2", "new", ["new1"]))
+    assert await store.commit("s", _commit(1, "c2", "new", ["old1"])) == 2
+
+
+async def test_a_stale_commit_is_a_concurrent_update_before_any_name_is_checked(
+    store: RedisStore,
+) -> None:
+    """A process whose copy is behind must reload and apply the write again (its retried
+    seq may have been applied elsewhere, and then it answers from the stored response),
+    not answer DuplicateNames for names its own write added."""
+    assert await store.commit("s", _commit(0, "c1", "", ["a"])) == 1
+    with pytest.raises(ConcurrentUpdate):
+        await store.commit("s", _commit(0, "c2", "", ["a", "z"]))
+    with pytest.raises(ConcurrentUpdate):  # another incarnation
+        await store.commit("s", replace(_commit(1, "c3", "c1", ["a"]), incarnation="inc-2"))
+    with pytest.raises(DuplicateNames):  # on top of the current version: the name is taken
+        await store.commit("s", _commit(1, "c3", "c1", ["a"]))
 
 
 async def test_names_of_a_stream_with_a_time_to_live_expire_with_it(

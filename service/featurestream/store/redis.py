@@ -195,7 +195,7 @@ return 1
 # incarnation, version or last-commit mismatch; -2 when the stream is gone; -4 when the
 # names of an earlier commit are still pending (see RedisStore.commit), and then writes
 # nothing. The new names are not checked or added here: they are kept in KEYS[8] and
-# the version in the meta's 'names_pending', for the caller to add in pieces. A commit
+# the commit id in the meta's 'names_pending', for the caller to add in pieces. A commit
 # whose id is already recorded returns the current version (a retried call). Every
 # commit records its id as the last commit id. The stored
 # responses are trimmed to the replay window per producer, then to the replay bytes per
@@ -220,7 +220,7 @@ if ARGV[15] == '1' then
   redis.call('XADD', KEYS[3], 'MAXLEN', '=', ARGV[16], v .. '-0', 'e', ARGV[9])
   if names ~= '' then
     redis.call('SET', KEYS[8], names)
-    redis.call('HSET', KEYS[1], 'names_pending', v)
+    redis.call('HSET', KEYS[1], 'names_pending', ARGV[1])
   end
 else
   redis.call('HSET', KEYS[1], 'commit_id', ARGV[1])
@@ -282,11 +282,12 @@ end
 return dups
 """
 
-# Adding the pending names of the commit that made version V to the stream's names, in
-# pieces (RedisStore._add_pending_names). Each piece checks that the names of V are still
-# pending (not finished by another process, the stream not deleted or created again).
-# KEYS[1] meta  KEYS[2] names  ARGV[1] V  ARGV[2] a piece of names
-# Returns 1 when added, 0 when the names of V are not pending (nothing written).
+# Adding the pending names of the commit whose id is C to the stream's names, in pieces
+# (RedisStore._add_pending_names). Each piece checks that the names of C are still
+# pending: not finished by another process, the stream not deleted or created again (a
+# commit id is unique, where a version number comes back in a re-created stream).
+# KEYS[1] meta  KEYS[2] names  ARGV[1] C  ARGV[2] a piece of names
+# Returns 1 when added, 0 when the names of C are not pending (nothing written).
 NAMES_ADD_LUA = """
 if redis.call('HGET', KEYS[1], 'names_pending') ~= ARGV[1] then return 0 end
 local names = {}
@@ -297,8 +298,8 @@ if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
 return 1
 """
 
-# KEYS[1] meta  KEYS[2] names pending  ARGV[1] V
-# The names of V are all in the stream's names: no longer pending. Returns 1, or 0 when
+# KEYS[1] meta  KEYS[2] names pending  ARGV[1] C
+# The names of C are all in the stream's names: no longer pending. Returns 1, or 0 when
 # they were not pending (another process finished them first).
 NAMES_DONE_LUA = """
 if redis.call('HGET', KEYS[1], 'names_pending') ~= ARGV[1] then return 0 end
@@ -1045,7 +1046,7 @@ class RedisStore:
            compare-and-set on the version makes the lookup atomic with the commit:
            the set changes only with a commit, which changes the version;
         2. the script writes the new names to ``names_pending`` and marks the meta
-           ``names_pending = version``; while a mark stands, no commit with names
+           ``names_pending = commit id``; while a mark stands, no commit with names
            passes (-4), so no name can slip past a lookup;
         3. after it, the names are added to the set, each piece only while the mark
            stands, and the mark is removed. Whoever finds a mark (this process after
@@ -1064,7 +1065,7 @@ class RedisStore:
             raise ConcurrentUpdate(stream_id, commit.expected_version)
         if names:
             try:
-                await self._add_pending_names(k, result, names)
+                await self._add_pending_names(k, commit.commit_id, names)
             except StoreUnavailable as exc:
                 # Committed: the mark stands, and the next commit finishes the names.
                 log.warning("adding the names of %s version %d: %s", stream_id, result, exc)
@@ -1110,54 +1111,95 @@ class RedisStore:
     ) -> None:
         """Refuse names already in the stream (step 1 of :meth:`commit`).
 
-        Pending names of an earlier commit are added first. A commit already
-        recorded (a retried call) is not checked: its names are its own.
+        Only on top of the version the commit expects (else ConcurrentUpdate, as the
+        script would answer: the engine reloads and applies the write again), and
+        after the names of the last commit, if still pending, are added. A commit
+        already recorded (a retried call) is not checked: its names are its own.
         """
-        pieces = _pieces(names)
         for _ in range(3):
-            async with self._guard():
-                head: Any = await self._redis.hmget(k.meta, "commit_id", "names_pending")
-                if head[0] is not None and head[0].decode() == commit.commit_id:
-                    return
-                if head[1] is None:
-                    found = await self._each_piece(self._names_check, [k.names], pieces)
-                    break
+            head = await self._head_of(k)
+            if head[2] == commit.commit_id:
+                return
+            self._expect(stream_id, commit, head)
+            if head[3] is None:
+                break
             await self._finish_pending_names(k)
         else:
             raise ConcurrentUpdate(stream_id, commit.expected_version)
+        found = await self._each_piece(self._names_check, [k.names], _pieces(names))
         dups = [bytes(n).decode() for piece in found for n in piece]
         if dups:
+            # Another commit may have landed between two pieces: then this one is stale.
+            self._expect(stream_id, commit, await self._head_of(k))
             raise DuplicateNames(stream_id, dups[:5])
+
+    async def _head_of(self, k: StreamKeys) -> tuple[str | None, ...]:
+        """The meta's version, incarnation, last commit id and names mark, as text."""
+        async with self._guard():
+            values: Any = await self._redis.hmget(
+                k.meta, "version", "incarnation", "commit_id", "names_pending"
+            )
+        return tuple(None if v is None else bytes(v).decode() for v in values)
+
+    @staticmethod
+    def _expect(stream_id: str, commit: Commit, head: tuple[str | None, ...]) -> None:
+        """StreamNotFound or ConcurrentUpdate unless the stream is where ``commit`` expects."""
+        version, incarnation, last = head[0], head[1], head[2] or ""
+        if version is None:
+            raise StreamNotFound(stream_id)
+        if (
+            incarnation != commit.incarnation
+            or int(version) != commit.expected_version
+            or last != commit.expected_commit
+        ):
+            raise ConcurrentUpdate(stream_id, commit.expected_version)
 
     async def _each_piece(
         self, script: Any, keys: list[str], pieces: list[str], *head: Any
     ) -> list[Any]:
         """``script`` once per piece of names (``head`` before it), in order: their replies.
 
-        One call after the other, each waiting for the last: Redis runs the commands
-        a client pipelines back to back, before it reads anyone else's, so pieces sent
-        together would hold it as long as one large command.
+        One call after the other, each waiting for the last (and each within its own
+        ``store_timeout``): Redis runs the commands a client pipelines back to back,
+        before it reads anyone else's, so pieces sent together would hold it as long
+        as one large command. Adding stops at a piece answered 0 (not pending any more).
         """
-        if self._replicas_ack and script is not self._names_check:
-            return [await self._script(script, keys, [*head, p]) for p in pieces]
-        return [await script(keys=keys, args=[*head, p]) for p in pieces]
+        out: list[Any] = []
+        for p in pieces:
+            async with self._guard():
+                if self._replicas_ack and script is not self._names_check:
+                    reply = await self._script(script, keys, [*head, p])
+                else:
+                    reply = await script(keys=keys, args=[*head, p])
+            out.append(reply)
+            if script is self._names_add and not reply:
+                break
+        return out
 
     async def _finish_pending_names(self, k: StreamKeys) -> None:
         """Add the names an earlier commit left pending (its process failed or died)."""
         async with self._guard(), self._redis.pipeline(transaction=False) as pipe:
             pipe.hget(k.meta, "names_pending")
             pipe.get(k.names_pending)
-            version, joined = await pipe.execute()
-        if version is None:
+            mark, joined = await pipe.execute()
+        if mark is None:
             return
-        names = bytes(joined or b"").decode().split("\n") if joined else []
-        await self._add_pending_names(k, int(version), [n for n in names if n])
+        if joined is None:
+            # Only an evicting Redis loses a key (featurestream needs noeviction).
+            raise StoreUnavailable(
+                "The names of the stream's last commit are missing from Redis (evicted? "
+                "set maxmemory-policy noeviction): its writes with names are refused."
+            )
+        names = [n for n in bytes(joined).decode().split("\n") if n]
+        await self._add_pending_names(k, bytes(mark).decode(), names)
 
-    async def _add_pending_names(self, k: StreamKeys, version: int, names: list[str]) -> None:
-        """Step 3 of :meth:`commit`: the names of ``version`` into the set, then no mark."""
+    async def _add_pending_names(self, k: StreamKeys, token: str, names: list[str]) -> None:
+        """Step 3 of :meth:`commit`: the names of commit ``token`` into the set, then no mark."""
+        added = await self._each_piece(self._names_add, [k.meta, k.names], _pieces(names), token)
+        if added and not added[-1]:
+            return  # finished by another process, or the stream is gone
         async with self._guard():
-            await self._each_piece(self._names_add, [k.meta, k.names], _pieces(names), version)
-            await self._script(self._names_done, [k.meta, k.names_pending], [version])
+            await self._script(self._names_done, [k.meta, k.names_pending], [token])
 
     async def events(self, stream_id: str, from_version: int, count: int) -> list[EventEntry]:
         k = stream_keys(self._prefix, stream_id)
