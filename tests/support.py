@@ -146,3 +146,13 @@ def zip_version_needed(body: bytes, version: int) -> bytes:
             struct.pack_into("<H", out, at + offset, version)
             at = out.find(signature, at + 4)
     return bytes(out)
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` of a child the test interrupts: SIGINT back to its default.
+
+    A shell starting a command in the background without job control (``cmd &``
+    in a script) makes it ignore SIGINT, and its children inherit that; Python
+    then installs no KeyboardInterrupt handler, and Ctrl-C tests would hang.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

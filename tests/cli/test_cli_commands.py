@@ -97,7 +97,11 @@ def test_events_follow_prints_new_events_until_interrupted(stream: Stream, url: 
     cmd = [sys.executable, "-m", "featurestream", "events", stream.id, "--follow"]
     cmd += ["--interval", "0.05", "--url", url, "--json"]
     with subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=support.default_sigint,
     ) as proc:
         try:
             assert proc.stdout is not None

@@ -290,7 +290,12 @@ def test_events_follow_prints_new_events_once_and_ctrl_c_exits_cleanly(url: str)
     cmd = [sys.executable, "-m", "featurestream", "events", stream.id, "--follow"]
     cmd += ["--interval", "0.2", "--url", url]
     with subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+        preexec_fn=support.default_sigint,
     ) as proc:
         try:
             assert proc.stdout is not None and proc.stderr is not None
@@ -301,7 +306,11 @@ def test_events_follow_prints_new_events_once_and_ctrl_c_exits_cleanly(url: str)
             time.sleep(1.0)  # a few more polls: nothing is printed twice
         finally:
             proc.send_signal(signal.SIGINT)
-            code = proc.wait(20)
+            try:
+                code = proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                raise
         rest = proc.stdout.read()
         err = proc.stderr.read()
     assert code == 130, err  # the status of an interrupt, and no traceback
