@@ -22,12 +22,13 @@ _SMALL = 4096
 
 
 def all_finite(A: npt.NDArray[Any]) -> bool:
-    """Whether every value of A is finite, for a large float64 array in one BLAS pass.
+    """Whether every value of A is finite, for a large float64 array in one pass.
 
-    The sums of A's rows (a matrix-vector product with ones) are finite only if
-    every value is: a NaN or an infinity makes its row's sum NaN or infinite,
-    and nothing brings it back. Faster than ``np.isfinite(A).all()``, which
-    writes a mask as large as A. Only when a sum overflows (finite values
+    Sums are finite only if every value summed is: a NaN or an infinity makes
+    its sum NaN or infinite, and nothing brings it back. So the sums of A's rows
+    (a matrix-vector product with ones, one BLAS pass) or of a vector (numpy's
+    reduction) decide, without the mask as large as A that
+    ``np.isfinite(A).all()`` writes. Only when a sum overflows (finite values
     near the float64 limit) is every value checked, exactly.
 
     >>> all_finite(np.ones((100, 100))), all_finite(np.full((100, 100), 1e308))
@@ -40,7 +41,8 @@ def all_finite(A: npt.NDArray[Any]) -> bool:
     if a.dtype != np.float64 or a.size < _SMALL or a.ndim not in (1, 2):
         return bool(np.isfinite(a).all())
     with np.errstate(over="ignore", invalid="ignore"):
-        sums = a @ np.ones(a.shape[-1])
+        # A vector's own sum: a product with ones would allocate another vector as long.
+        sums = a @ np.ones(a.shape[1]) if a.ndim == 2 else np.add.reduce(a)
     if np.isfinite(sums).all():
         return True
     return bool(np.isfinite(a).all())
