@@ -396,60 +396,11 @@ def typed_labels(selector: Any, y: Any) -> tuple[dict[str, Any], FloatArray]:
         return {}, np.zeros(0)  # an empty batch resolves nothing
     if s.target_type == LEGACY:
         return {}, binary_labels(y if y is not None else np.zeros(0))
-    known = _known_binary_labels(s, y)
-    if known is not None:
-        return known
     got = instance_labels_typed(
         selector.name, selector.accepts_multiclass, s.target_type, s.classes, s.first_label, y
     )
     fields = {"target_type": got.target_type, "classes": got.classes, "first_label": got.first}
     return fields, got.values
-
-
-def _known_binary_labels(s: Any, y: Any) -> tuple[dict[str, Any], FloatArray] | None:
-    """The common case of :func:`typed_labels`, vectorised; None when it does not apply.
-
-    A stream whose binary target already holds the two classes {0, 1} or
-    {-1, +1}, and a batch of numbers that are all among them: a float64 array
-    (as ``label_list`` passes numbers that came in an array) or a list of
-    plain ints and floats (labels from JSON). Its +-1 labels (0 means -1), and
-    the State fields as they are, which is what :func:`instance_labels_typed`
-    returns for such a batch, without a Python object per label. Anything else
-    (a new or bad label, NaN, strings, another type) takes the general path,
-    which also words the errors.
-
-    >>> from types import SimpleNamespace
-    >>> s = SimpleNamespace(target_type="binary", classes=(0, 1), first_label=1)
-    >>> _known_binary_labels(s, [0, 1.0, 1])[1].tolist()
-    [-1.0, 1.0, 1.0]
-    >>> _known_binary_labels(s, np.array([1.0, 0.0]))[1].tolist()
-    [1.0, -1.0]
-    >>> _known_binary_labels(s, [0, 2]) is None
-    True
-    """
-    if s.target_type != "binary" or s.first_label is None:
-        return None
-    if s.classes == (0, 1):
-        minus = 0.0
-    elif s.classes == (-1, 1):
-        minus = -1.0
-    else:
-        return None
-    if isinstance(y, np.ndarray):
-        if y.dtype != np.float64 or y.ndim != 1:
-            return None
-        values = y
-    elif isinstance(y, list):
-        if not all(type(v) is int or type(v) is float for v in y):  # not bool, str or others
-            return None
-        values = np.array(y, dtype=np.float64)
-    else:
-        return None
-    plus = values == 1.0
-    if not np.all(plus | (values == minus)):
-        return None
-    fields = {"target_type": s.target_type, "classes": s.classes, "first_label": s.first_label}
-    return fields, np.where(plus, 1.0, -1.0)
 
 
 def discrete_target(y: FloatArray, n_classes: int) -> FloatArray:

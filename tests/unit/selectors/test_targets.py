@@ -291,59 +291,6 @@ def without_fields(blob: bytes, names: tuple[str, ...]) -> bytes:
 # --------------------------------------------------------------------------- fast path
 
 
-class _State:
-    def __init__(self, target_type: str, classes: tuple[Any, ...], first: Any) -> None:
-        self.target_type, self.classes, self.first_label = target_type, classes, first
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    classes=st.sampled_from([(0, 1), (-1, 1), (0,), (1,), (-1,), ("a", "b")]),
-    target_type=st.sampled_from(["binary", "auto", "multiclass"]),
-    labels=st.lists(
-        st.sampled_from([0.0, 1.0, -1.0, 2.0, 0.5, -0.0, float("nan")]), min_size=1, max_size=12
-    ),
-    as_array=st.booleans(),
-)
-def test_known_binary_labels_equal_the_full_rules(
-    classes: tuple[Any, ...], target_type: str, labels: list[float], as_array: bool
-) -> None:
-    """The vectorised labels of a numeric binary stream are the full rules' labels, or None."""
-    from featurestream.selectors.targets import _known_binary_labels, instance_labels_typed
-
-    state = _State(target_type, classes, classes[0])
-    y = np.array(labels, dtype=np.float64) if as_array else labels
-    fast = _known_binary_labels(state, y)
-    try:
-        full = instance_labels_typed("ofs", False, target_type, classes, classes[0], labels)
-    except InvalidInput:
-        assert fast is None  # the full rules refuse it: the fast path must not take it
-        return
-    if fast is None:
-        return
-    fields, values = fast
-    assert target_type == "binary"
-    assert full.values.tolist() == values.tolist()
-    assert (full.target_type, full.classes, full.first) == (target_type, classes, classes[0])
-    assert fields == {"target_type": "binary", "classes": classes, "first_label": classes[0]}
-
-
-def test_known_binary_labels_by_hand() -> None:
-    from featurestream.selectors.targets import _known_binary_labels
-
-    def values(state: _State, y: Any) -> list[float] | None:
-        got = _known_binary_labels(state, y)
-        return None if got is None else got[1].tolist()
-
-    zero_one = _State("binary", (0, 1), 1)
-    assert values(zero_one, np.array([0.0, 1.0, 1.0])) == [-1, 1, 1]
-    assert values(zero_one, [0.0, 1, 1]) == [-1, 1, 1]  # a list from JSON
-    assert values(zero_one, np.array([0.0, -1.0])) is None  # -1: a new class
-    assert values(zero_one, np.array([0, 1])) is None  # ints: the full rules
-    assert values(_State("auto", (), None), np.array([1.0])) is None
-    assert values(_State("binary", (-1, 1), -1), np.array([1.0, -1.0])) == [1, -1]
-
-
 def _outcome(f: Any) -> Any:
     """What a call gives: its result, or the InvalidInput it raises (message and field)."""
     try:
