@@ -3,17 +3,13 @@
 ``_Unsure`` marks input the bulk checks do not vouch for (the caller hands it
 to the pydantic model instead); the helpers read the common fields (names,
 producer, seq, lists of numbers) of a parsed document. Large bodies are read
-with cyclic garbage collection paused (``_without_gc``).
+with cyclic garbage collection paused (``_without_gc``, ``gcpause``).
 """
 
 from __future__ import annotations
 
 import functools
-import gc
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
 from typing import Any, ParamSpec, TypeVar
 
@@ -21,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from featurestream import gcpause
 from featurestream.api.producers import is_producer
 from featurestream.api.schemas import NAME_MAX_LENGTH, FeatureIn
 from featurestream.errors import InvalidInput
@@ -48,45 +45,8 @@ class _Unsure(Exception):
 
 # --------------------------------------------------------------------------- checks
 
-_gc_lock = threading.Lock()
-_gc_pausers = 0
-_gc_was_enabled = False
-_gc_paused_at = 0.0
-# Bodies read back to back (in several threads) may keep collection paused; after
-# this long it runs once anyway, so no stream of bodies can put it off for good.
-GC_MAX_PAUSE = 2.0
 # Smaller bodies are read without pausing collection: it would cost them nothing.
 GC_PAUSE_BYTES = 64 * 1024
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while a large body is read (in any thread).
-
-    Reading a body creates a container per column and per list of numbers: the
-    collector would run a full collection of the process's heap several times
-    per large body, for nothing (parsed JSON holds no cycles). Collection
-    resumes when the last body being read is done, and runs at the latest
-    every ``GC_MAX_PAUSE`` seconds while bodies keep overlapping.
-    """
-    global _gc_pausers, _gc_was_enabled, _gc_paused_at
-    with _gc_lock:
-        if _gc_pausers == 0:
-            _gc_was_enabled = gc.isenabled()
-            _gc_paused_at = time.monotonic()
-            gc.disable()
-        _gc_pausers += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pausers -= 1
-            if _gc_pausers == 0:
-                if _gc_was_enabled:
-                    gc.enable()
-            elif _gc_was_enabled and time.monotonic() - _gc_paused_at > GC_MAX_PAUSE:
-                gc.collect()
-                _gc_paused_at = time.monotonic()
 
 
 P = ParamSpec("P")
@@ -99,7 +59,7 @@ def _without_gc(fn: Callable[P, R]) -> Callable[P, R]:
         body = args[0] if args else b""
         if not isinstance(body, bytes | str) or len(body) < GC_PAUSE_BYTES:
             return fn(*args, **kwargs)
-        with _gc_paused():
+        with gcpause.paused():
             return fn(*args, **kwargs)
 
     return read

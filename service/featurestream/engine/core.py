@@ -34,7 +34,7 @@ import anyio
 import numpy as np
 import numpy.typing as npt
 
-from featurestream import codec
+from featurestream import codec, gcpause
 from featurestream.config import Settings
 from featurestream.engine import catalogue, wire
 from featurestream.engine import evaluation as judged
@@ -373,10 +373,18 @@ class StreamEngine:
             selected = sel.selected()
             raised = [w for w in sel.warnings() if w["code"] not in warned]
             written = FeaturesWritten(version, seq, producer, decisions, selected, raised)
-            outcome = self._outcome(live, version, events, chosen, before)
-            return wire.features_written(written, docs), outcome
+            outcome = self._outcome(live, version, events, chosen, before, seq, producer)
+            body = wire.features_written(written, docs)
+            # Everything per column is rendered: free it a piece at a time (gcpause).
+            gcpause.release(events, decided, docs, decisions)
+            return body, outcome
 
-        return await self._write(stream_id, "features", producer, seq, digest, prepare, apply)
+        # Thousands of columns make as many decisions and documents, all freed once the
+        # write is applied: collecting meanwhile would only stall the event loop.
+        many = X.shape[0] > _INLINE_EVENTS
+        return await self._write(
+            stream_id, "features", producer, seq, digest, prepare, apply, pause_gc=many
+        )
 
     async def add_instances(
         self,
@@ -412,7 +420,7 @@ class StreamEngine:
                 wire.instance_batch_event(update.instances, update.instances_seen, update.mistakes)
             ]
             written = InstancesWritten(version, seq, producer, update.instances_seen, selected)
-            outcome = self._outcome(live, version, events, (), before)
+            outcome = self._outcome(live, version, events, (), before, seq, producer)
             return wire.instances_written(written), outcome
 
         return await self._write(stream_id, "instances", producer, seq, digest, prepare, apply)
@@ -511,9 +519,12 @@ class StreamEngine:
         events: Sequence[dict[str, Any]],
         names: Sequence[str],
         before: Sequence[str],
+        seq: int | None,
+        producer: str,
     ) -> Outcome:
         shown = str(live.info["id"])
-        return outcome_of(live.selector, shown, version, _iso(self._clock()), events, names, before)
+        now = _iso(self._clock())
+        return outcome_of(live.selector, shown, version, now, events, names, before, seq, producer)
 
     async def _write(
         self,
@@ -524,10 +535,13 @@ class StreamEngine:
         digest: bytes,
         prepare: Callable[[Live], Awaitable[Any]],
         apply: Apply,
+        *,
+        pause_gc: bool = False,
     ) -> WriteResult:
         """One HTTP request: replayed when its (producer, seq) was applied, else applied.
 
         A seq applied with other content (another ``digest``) is refused: SeqReused.
+        ``pause_gc``: apply it with cyclic garbage collection paused (``gcpause``).
         """
 
         async def attempt(live: Live) -> Attempt[WriteResult]:
@@ -553,7 +567,10 @@ class StreamEngine:
             def applied(
                 live: Live, prepared: Any, version: int
             ) -> tuple[bytes, Outcome | None, bytes]:
-                body, outcome = apply(live, prepared, version)
+                # What the apply makes per column is freed when it returns: only bytes
+                # and the selector's state outlive it.
+                with gcpause.paused(pause_gc):
+                    body, outcome = apply(live, prepared, version)
                 # Sealed here, beside the event loop: a large response is compressed.
                 return body, outcome, seal(digest, body) if seq is not None else b""
 
@@ -612,13 +629,7 @@ class StreamEngine:
                     raise
                 if step.outcome is None and not step.responses:
                     return step.result
-                now = _iso(self._clock())
-                if step.outcome is not None and len(step.outcome.events) > _INLINE_EVENTS:
-                    # The log entry of a large request is megabytes of JSON: render it
-                    # beside the event loop, which keeps answering reads meanwhile.
-                    commit = await anyio.to_thread.run_sync(commit_of, live, producer, step, now)
-                else:
-                    commit = commit_of(live, producer, step, now)
+                commit = commit_of(live, producer, step, _iso(self._clock()))
                 try:
                     committed = await self.store.commit(stream_id, commit)
                 except ConcurrentUpdate:

@@ -54,7 +54,10 @@ class Frame:
 
 # One applied or refused frame: its reply, and the response stored for its seq.
 Reply = tuple[int, FrameAck | Problem, bytes]
-OutcomeOf = Callable[[Live, int, Sequence[dict[str, Any]], Sequence[str], Sequence[str]], Outcome]
+# (live, version, events, names, before, seq, producer): see StreamEngine._outcome.
+OutcomeOf = Callable[
+    [Live, int, Sequence[dict[str, Any]], Sequence[str], Sequence[str], int | None, str], Outcome
+]
 Apply = Callable[[Live, Sequence[Frame], int], Awaitable[tuple[Outcome | None, list[Reply]]]]
 
 
@@ -187,7 +190,8 @@ def apply_frames(
         replies.append((f.seq, ack, wire.instances_written(written)))
     if not events:
         return None, replies
-    return outcome_of(live, version, events, (), before), replies
+    # The log entry is the last fresh frame's, as the commit is (attempt_frames).
+    return outcome_of(live, version, events, (), before, frames[-1].seq, producer), replies
 
 
 __all__ = ["Frame", "apply_frames", "attempt_frames"]

@@ -22,9 +22,17 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Outcome:
-    """The new state of a stream after one request or one group of frames."""
+    """The new state of a stream after one request or one group of frames.
 
-    events: list[dict[str, Any]]
+    Everything in it is rendered in the worker thread that applied the change:
+    the event log entry too, so that the per-column events of a large write
+    (tens of thousands of documents) die with that thread's work, not live on
+    beside the event loop until the commit.
+    """
+
+    # The change's event log entry (its events, and how the selected set moved),
+    # packed (engine/packing.py).
+    entry: bytes
     names: Sequence[str]
     blob: bytes
     selection: Selection
@@ -36,9 +44,6 @@ class Outcome:
     tally: Counter[str]
     # Memory the new state takes once decoded (the stream's weight in the cache).
     footprint: int = 0
-    # How the selected set moved (``added``, ``removed``, ``size``), kept in the event
-    # log for the history; None when the set of names stayed the same.
-    change: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -85,17 +90,23 @@ def outcome_of(
     events: Sequence[dict[str, Any]],
     names: Sequence[str],
     before: Sequence[str],
+    seq: int | None,
+    producer: str,
 ) -> Outcome:
     """Snapshot the selector after a change (in the worker thread that applied it).
 
-    ``before`` is the selection (names, in order) the change started from.
+    ``before`` is the selection (names, in order) the change started from;
+    ``seq`` and ``producer`` are the write's, as its log entry names them.
     Raises NumericallyUnstable when the state is not finite (see ``finite_state``).
     """
     state = finite_state(sel, stream_id)
     selection = Selection(version, sel.selected_features(), now)
     after = selection.names
+    # How the selected set moved (None: the same set), kept in the log for the history;
+    # ``at``: the time the selection document of this version carries (updated_at).
+    entry = pack(wire.log_entry(seq, producer, events, at=now, change=change_of(before, after)))
     return Outcome(
-        events=list(events),
+        entry=entry,
         names=names,
         blob=codec.encode(sel.name, sel.params.to_dict(), state),
         selection=selection,
@@ -104,7 +115,6 @@ def outcome_of(
         selection_changed=tuple(before) != tuple(after),
         tally=tally_of(events),
         footprint=footprint(sel.snapshot()),
-        change=change_of(before, after),
     )
 
 
@@ -170,16 +180,7 @@ def commit_of(live: Live, producer: str, step: Attempt[Any], now: str) -> Commit
         updated_at=now,
         selection=outcome.selection_json,
         status=outcome.status,
-        # ``at``: the time the selection document of this version carries (updated_at).
-        events=pack(
-            wire.log_entry(
-                step.seq,
-                producer,
-                outcome.events,
-                at=outcome.selection.updated_at,
-                change=outcome.change,
-            )
-        ),
+        events=outcome.entry,
         names=outcome.names,
         notify=outcome.selection_json if outcome.selection_changed else b"",
         producer=producer_of,

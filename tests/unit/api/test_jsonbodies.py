@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from featurestream import gcpause
 from featurestream.api import jsonbodies, jsonparse
 from featurestream.api.schemas import FeatureBatch, FeatureIn, GroupBatch, InstanceBatch
 from featurestream.api.schemas import InstanceFrame as FrameModel
@@ -432,12 +433,12 @@ def test_bodies_read_back_to_back_cannot_put_collection_off_for_good(
     import gc
 
     collected: list[int] = []
-    monkeypatch.setattr(jsonparse, "GC_MAX_PAUSE", 0.0)
+    monkeypatch.setattr(gcpause, "MAX_PAUSE", 0.0)
     monkeypatch.setattr(gc, "collect", lambda *a: collected.append(1) or 0)
     # Two bodies overlap (two threads): the first to finish collects, as the pause
-    # has lasted longer than GC_MAX_PAUSE; the last one done resumes collection.
-    with jsonparse._gc_paused():
-        with jsonparse._gc_paused():
+    # has lasted longer than MAX_PAUSE; the last one done resumes collection.
+    with gcpause.paused():
+        with gcpause.paused():
             assert not gc.isenabled()
         assert collected == [1] and not gc.isenabled()
     assert gc.isenabled()
