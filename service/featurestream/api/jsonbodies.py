@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 
 from featurestream.api.jsonparse import (
     _DICT,
@@ -35,6 +36,7 @@ from featurestream.api.jsonparse import (
     _NUMBERS,
     _STR,
     _STR_OR_NONE,
+    SPLIT_BYTES,
     FloatArray,
     IntArray,
     _all_of,
@@ -50,6 +52,7 @@ from featurestream.api.jsonparse import (
     _seq,
     _Unsure,
     _without_gc,
+    split_array,
 )
 from featurestream.api.schemas import (
     NAME_MAX_LENGTH,
@@ -125,6 +128,21 @@ class Columns:
         if not all(map(_same_length, sparse_indices, sparse_data)):
             raise _Unsure
         return cls._build(names, groups, dense_list, dense_values, sparse_indices, sparse_data)
+
+    @classmethod
+    def joined(cls, parts: Sequence[Columns]) -> Columns:
+        """The columns of ``parts``, one part after the other."""
+        if len(parts) == 1:
+            return parts[0]
+        return cls(
+            [n for p in parts for n in p.names],
+            [g for p in parts for g in p.groups],
+            np.concatenate([p.dense for p in parts]),
+            np.concatenate([p.lengths for p in parts]),
+            np.concatenate([p.values for p in parts]),
+            np.concatenate([p.indices for p in parts]),
+            np.concatenate([p.data for p in parts]),
+        )
 
     @classmethod
     def of_models(cls, features: Sequence[FeatureIn]) -> Columns:
@@ -277,15 +295,31 @@ class ColumnsBody:
     group_names: list[str] | None = None
 
 
+def _pieces(pieces: list[bytes]) -> list[Columns]:
+    parts = []
+    for piece in pieces:
+        try:
+            features = orjson.loads(piece)
+        except orjson.JSONDecodeError:
+            raise _Unsure from None
+        parts.append(Columns.of_json(features))
+    return parts
+
+
 @_without_gc
 def feature_batch(body: bytes) -> ColumnsBody:
     """A ``FeatureBatch`` body; a ValidationError as the model raises it."""
     try:
-        doc = _load(body)
+        large = isinstance(body, bytes) and len(body) >= SPLIT_BYTES
+        split = split_array(body, "features") if large else None
+        doc = _load(body if split is None else split[0])
         _keys(doc, _FEATURE_BATCH_KEYS)
         if "features" not in doc:
             raise _Unsure
-        return ColumnsBody(_producer(doc), _seq(doc), Columns.of_json(doc["features"]))
+        if split is None:
+            return ColumnsBody(_producer(doc), _seq(doc), Columns.of_json(doc["features"]))
+        # A piece of the columns at a time: parsed, converted, freed (split_array).
+        return ColumnsBody(_producer(doc), _seq(doc), Columns.joined(_pieces(split[1])))
     except _Unsure:
         pass
     batch = FeatureBatch.model_validate_json(body)

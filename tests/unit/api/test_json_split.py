@@ -1,0 +1,135 @@
+"""Large JSON feature bodies are parsed a piece of columns at a time (jsonparse.split_array).
+
+The pieces are the body's own bytes cut at its array's top-level commas: the
+rule is that whatever the body, splitting never changes what it parses to,
+and a large body reads exactly as the whole-body path reads it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from featurestream.api import jsonbodies, jsonparse
+from featurestream.api.jsonparse import split_array
+
+from .test_jsonbodies import new_features, outcome
+
+# Strings full of the characters a scanner could trip on.
+tricky = st.text(alphabet=st.sampled_from(list('ab"\\[]{},: \n\u00e9\U0001f600')), max_size=12)
+scalars = st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.floats(-1e6, 1e6) | tricky
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(tricky, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def rejoined(split: tuple[bytes, list[bytes]], key: str) -> Any:
+    """The document the pieces stand for."""
+    skeleton, pieces = split
+    doc = orjson.loads(skeleton)
+    assert doc[key] == []
+    doc[key] = [item for piece in pieces for item in orjson.loads(piece)]
+    return doc
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    items=st.lists(values, max_size=30),
+    others=st.dictionaries(tricky.filter(lambda k: k != "features"), values, max_size=3),
+    per=st.integers(1, 7),
+    indent=st.sampled_from([None, 1, "\t"]),
+)
+def test_pieces_stand_for_the_same_document(
+    items: list[Any], others: dict[str, Any], per: int, indent: Any
+) -> None:
+    doc = {**others, "features": items}
+    body = json.dumps(doc, indent=indent, ensure_ascii=False).encode()
+    split = split_array(body, "features", per=per)
+    assert split is not None  # any well-formed layout splits
+    assert rejoined(split, "features") == orjson.loads(body)
+    assert all(len(orjson.loads(p)) <= per for p in split[1])
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=st.binary(max_size=80) | st.text(alphabet='{}[]",:\\ a1"', max_size=60).map(str.encode))
+def test_a_split_of_any_bytes_never_parses_to_something_else(body: bytes) -> None:
+    wrapped = b'{"features": [' + body + b"]}"
+    for text in (body, wrapped):
+        try:
+            split = split_array(text, "features", per=2)
+        except Exception as exc:
+            pytest.fail(f"split_array raised {exc!r} on {text!r}")
+        if split is None:
+            continue
+        try:
+            parts = rejoined(split, "features")
+        except (orjson.JSONDecodeError, AssertionError, TypeError):
+            continue  # the caller parses the body whole: its own answer
+        assert parts == orjson.loads(text)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"features": [1], "features": [2]}',  # the key twice: orjson keeps the last
+        b'{"x": {"features": [1]}}',  # not at the top level
+        b'{"features": 3}',
+        b'[{"features": [1]}]',
+        b'{"features": [1, 2]',  # unclosed
+        b'{"a": "\\"", "features": [1, 2]} trailing',
+    ],
+)
+def test_bodies_not_laid_out_as_one_array_are_left_whole(body: bytes) -> None:
+    split = split_array(body, "features")
+    if split is not None:
+        with pytest.raises(orjson.JSONDecodeError):
+            rejoined(split, "features")
+
+
+def _sparse_body(b: int, extra: dict[str, Any] | None = None) -> bytes:
+    features = [
+        {"name": f'c"{j}\\', "indices": [j % 2, 2 + j % 2], "data": [1.0, -0.5 * j]}
+        if j % 3
+        else {"name": f"d{j}", "values": [0.25 * j, 0, 1, 2]}
+        for j in range(b)
+    ]
+    return json.dumps({"seq": 7, "producer": "p", **(extra or {}), "features": features}).encode()
+
+
+def test_a_large_body_reads_as_the_whole_body_path_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    body = _sparse_body(6000)
+    assert len(body) >= jsonparse.SPLIT_BYTES
+    assert split_array(body, "features") is not None
+    split = outcome(lambda: new_features(body))
+    assert split[0] not in ("validation", "invalid")
+    monkeypatch.setattr(jsonbodies, "SPLIT_BYTES", len(body) + 1)
+    assert outcome(lambda: new_features(body)) == split
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"name": "x", "indices": [1], "data": [1.0, 2.0]},  # lengths differ
+        {"name": "x", "values": [1, "2", 3, 4]},  # a string among numbers
+        {"name": "", "values": [1, 2, 3, 4]},  # an empty name
+    ],
+)
+def test_a_bad_column_deep_in_a_large_body_is_refused_as_before(
+    monkeypatch: pytest.MonkeyPatch, bad: dict[str, Any]
+) -> None:
+    features = json.loads(_sparse_body(6000))["features"]
+    features.insert(4321, bad)
+    body = json.dumps({"features": features}).encode()
+    split = outcome(lambda: new_features(body))
+    assert split[0] in ("validation", "invalid")
+    monkeypatch.setattr(jsonbodies, "SPLIT_BYTES", len(body) + 1)
+    assert outcome(lambda: new_features(body)) == split
