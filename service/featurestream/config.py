@@ -183,6 +183,15 @@ class Settings(BaseSettings):
         "hundreds of thousands of short-lived objects, and at the default each of the "
         "frequent collections also walks the older generations: most of the write's time.",
     )
+    switch_interval: float = Field(
+        0.0002,
+        gt=0,
+        le=0.1,
+        description="Seconds a thread may hold Python's interpreter lock while another "
+        "waits for it (sys.setswitchinterval; Python's default is 0.005). Selectors run "
+        "in worker threads; the event loop, woken for a read, waits up to this long for "
+        "the lock each time, several times per read.",
+    )
     store_timeout: float = Field(
         2.0,
         gt=0,

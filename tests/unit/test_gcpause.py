@@ -6,13 +6,16 @@ alive, holding the interpreter lock for 10-50 ms, and freeing them all at once
 held it for milliseconds more: the event loop, and every read it was about to
 answer, waited. These tests pin the mechanisms: collection paused while a
 large write is applied, documents freed a piece at a time, long arrays encoded
-a piece at a time.
+a piece at a time, and the server's interpreter switch interval.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import os
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -119,3 +122,21 @@ def test_a_long_array_encodes_to_the_same_bytes(items: list[Any], piece: int) ->
         assert orjson.dumps(doc) == orjson.dumps({"a": 1, "items": items, "z": [2]})
     finally:
         wire.ARRAY_PIECE = old
+
+
+def test_the_server_switches_threads_as_its_setting_says() -> None:
+    code = (
+        "import sys; from featurestream.api.app import app_from_env; app_from_env(); "
+        "print(sys.getswitchinterval())"
+    )
+    env = {
+        **os.environ,
+        "FEATURESTREAM_SWITCH_INTERVAL": "0.0003",
+        "FEATURESTREAM_STORE": "memory://",
+    }
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-500:]
+    assert float(out.stdout.split()[-1]) == pytest.approx(0.0003)
+    env.pop("FEATURESTREAM_SWITCH_INTERVAL")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert float(out.stdout.split()[-1]) == pytest.approx(Settings().switch_interval)

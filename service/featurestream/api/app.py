@@ -175,9 +175,8 @@ def app_from_env() -> FastAPI:
     configure_logging(settings.log_level)
     # Selectors run in worker threads beside the event loop. Python hands the
     # interpreter lock between threads every 5 ms by default, and the event loop
-    # waits that long each time it wakes up for a read; 1 ms keeps reads quick
-    # during an ingest at a negligible cost to the writer (docs/operations.md).
-    sys.setswitchinterval(0.001)
+    # waits that long each time it wakes up for a read (docs/operations.md).
+    sys.setswitchinterval(settings.switch_interval)
     app = create_app(settings)
     tune_gc(settings.gc_threshold)
     return app
