@@ -313,6 +313,9 @@ def feature_batch(body: bytes) -> ColumnsBody:
         large = isinstance(body, bytes) and len(body) >= SPLIT_BYTES
         split = split_array(body, "features") if large else None
         doc = _load(body if split is None else split[0])
+        if split is not None and doc.get("features") != []:
+            # Another spelling of the key ("\u0066eatures") came later and wins.
+            split, doc = None, _load(body)
         _keys(doc, _FEATURE_BATCH_KEYS)
         if "features" not in doc:
             raise _Unsure

@@ -133,3 +133,18 @@ def test_a_bad_column_deep_in_a_large_body_is_refused_as_before(
     assert split[0] in ("validation", "invalid")
     monkeypatch.setattr(jsonbodies, "SPLIT_BYTES", len(body) + 1)
     assert outcome(lambda: new_features(body)) == split
+
+
+def test_a_key_spelled_twice_reads_as_the_whole_body_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The split finds the plain spelling; the escaped one comes later and wins.
+    features = json.loads(_sparse_body(6000))["features"]
+    head = json.dumps({"features": features[:3000]})[:-1]
+    body = (head + ', "\\u0066eatures": ' + json.dumps(features[3000:]) + "}").encode()
+    assert len(body) >= jsonparse.SPLIT_BYTES
+    assert len(orjson.loads(body)["features"]) == 3000
+    split = outcome(lambda: new_features(body))
+    assert split[2][0] == features[3000]["name"]
+    monkeypatch.setattr(jsonbodies, "SPLIT_BYTES", len(body) + 1)
+    assert outcome(lambda: new_features(body)) == split
