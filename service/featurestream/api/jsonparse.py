@@ -70,8 +70,10 @@ SPLIT_BYTES = 256 * 1024
 # Items of that array parsed (and converted) at a time.
 SPLIT_ITEMS = 1000
 
-_OPEN = frozenset(b"[{")
-_CLOSE = frozenset(b"]}")
+# A body with more top-level members than this is parsed whole (a FeatureBatch has 3).
+_MAX_MEMBERS = 16
+# Whitespace allowed around the key's colon for the array to be found.
+_KEY_WINDOW = 256
 
 
 def split_array(body: bytes, key: str, per: int = SPLIT_ITEMS) -> tuple[bytes, list[bytes]] | None:
@@ -85,10 +87,14 @@ def split_array(body: bytes, key: str, per: int = SPLIT_ITEMS) -> tuple[bytes, l
     strings), the array parses a piece at a time, each piece converted and
     freed before the next, so that other threads get the lock in between.
 
-    The pieces and the rest are the body's own bytes: when all of them parse,
-    the body parses to the same document (with the items in order). When any
-    does not, or the body is not an object holding one such array, the caller
-    parses the body whole, and the answer is the same as it always was.
+    The pieces and the rest are the body's own bytes, and the caller uses them
+    only when the rest parses with ``key`` holding ``[]`` and every piece
+    parses as an array of at least one item: then the body parses to the same
+    document, with the items in order. A trailing or doubled comma leaves an
+    empty piece, which does not count. The rest must hold the key once and no
+    backslash, so that no other spelling of the key can follow and win. In
+    every other case the caller parses the body whole, and the answer is the
+    same as it always was.
 
     >>> split_array(b'{"seq": 1, "a": [{"x": "],"}, 2, [3, 4]]}', "a", per=2)
     (b'{"seq": 1, "a": []}', [b'[{"x": "],"}, 2]', b'[ [3, 4]]'])
@@ -97,44 +103,54 @@ def split_array(body: bytes, key: str, per: int = SPLIT_ITEMS) -> tuple[bytes, l
     """
     a = np.frombuffer(body, np.uint8)
     quotes = np.flatnonzero(a == 0x22)
-    slashes = a == 0x5C
-    if quotes.size and slashes.any():
-        # A quote is escaped when an odd number of backslashes runs up to it.
-        at = np.arange(a.size)
-        last_other = np.maximum.accumulate(np.where(slashes, -1, at))
-        before = np.maximum(quotes - 1, 0)
-        run = np.where(quotes > 0, before - last_other[before], 0)
-        quotes = quotes[run % 2 == 0]
+    slashes = np.flatnonzero(a == 0x5C)
+    if quotes.size and slashes.size:
+        # A quote right after a run of an odd number of backslashes is escaped.
+        breaks = np.flatnonzero(np.diff(slashes) != 1)
+        run_starts = slashes[np.concatenate([[0], breaks + 1])]
+        run_ends = slashes[np.concatenate([breaks, [slashes.size - 1]])]
+        at = np.minimum(np.searchsorted(run_ends, quotes - 1), run_ends.size - 1)
+        escaped = (run_ends[at] == quotes - 1) & ((run_ends[at] - run_starts[at]) % 2 == 0)
+        quotes = quotes[~escaped]
     if quotes.size % 2:
         return None
-    marks = np.flatnonzero((a == 0x5B) | (a == 0x5D) | (a == 0x7B) | (a == 0x7D) | (a == 0x2C))
+    structural = (a == 0x5B) | (a == 0x5D) | (a == 0x7B) | (a == 0x7D) | (a == 0x2C)
+    marks = np.flatnonzero(structural)
+    del structural
     # Outside strings: an even number of quotes comes before.
     marks = marks[np.searchsorted(quotes, marks) % 2 == 0]
     if not marks.size or a[marks[0]] != 0x7B:
         return None
     kinds = a[marks]
-    step = np.where((kinds == 0x5B) | (kinds == 0x7B), 1, 0) - np.where(
-        (kinds == 0x5D) | (kinds == 0x7D), 1, 0
-    )
-    depth = np.cumsum(step)  # after each mark
-    inside = depth - step  # before it
-    # The key: a string that opens at depth 1 and is followed by a colon.
+    opens = (kinds == 0x5B) | (kinds == 0x7B)
+    closes = (kinds == 0x5D) | (kinds == 0x7D)
+    depth = np.cumsum(opens.astype(np.int64) - closes)  # after each mark
+    inside = depth - opens + closes  # before it
+    # The top-level members start after the object's brace and its top-level commas.
+    members = np.concatenate([[0], np.flatnonzero((kinds == 0x2C) & (inside == 1))])
+    if members.size > _MAX_MEMBERS:
+        return None
     name = orjson.dumps(key)
     found = []
-    start = body.find(name)
-    while start != -1:
-        k = int(np.searchsorted(marks, start))
-        if k and inside[k] == 1 and depth[k - 1] == 1 and start in quotes:
-            rest = body[start + len(name) : start + len(name) + 64].lstrip()
-            if rest[:1] == b":" and rest[1:].lstrip()[:1] == b"[":
-                found.append(k)
-        start = body.find(name, start + 1)
+    for m in members.tolist():
+        start = int(marks[m]) + 1
+        window = body[start : start + len(name) + _KEY_WINDOW]
+        rest = window.lstrip()
+        if not rest.startswith(name):
+            continue
+        rest = rest[len(name) :].lstrip()
+        if rest[:1] != b":":
+            continue
+        rest = rest[1:].lstrip()
+        if rest[:1] != b"[":
+            continue
+        found.append(start + len(window) - len(rest))
     if len(found) != 1:
         return None
-    k = found[0]
-    if kinds[k] != 0x5B:
+    opened = found[0]
+    k = int(np.searchsorted(marks, opened))
+    if k >= marks.size or marks[k] != opened or inside[k] != 1:
         return None
-    opened = int(marks[k])
     after = np.flatnonzero(depth[k:] == 1)
     if not after.size:
         return None
@@ -142,14 +158,19 @@ def split_array(body: bytes, key: str, per: int = SPLIT_ITEMS) -> tuple[bytes, l
     if kinds[end] != 0x5D:
         return None
     closed = int(marks[end])
+    rest_of_body = body[: opened + 1] + body[closed:]
+    if b"\\" in rest_of_body or rest_of_body.count(name) != 1:
+        return None
     commas = marks[k + 1 : end][(kinds[k + 1 : end] == 0x2C) & (inside[k + 1 : end] == 2)]
-    starts = np.concatenate([[opened + 1], commas + 1])
-    ends = np.concatenate([commas, [closed]])
-    pieces = [
-        b"[" + body[int(starts[i]) : int(ends[min(i + per, starts.size) - 1])] + b"]"
-        for i in range(0, starts.size, per)
-    ]
-    return body[: opened + 1] + body[closed:], pieces
+    starts = np.concatenate([[opened + 1], commas + 1]).tolist()
+    ends = np.concatenate([commas, [closed]]).tolist()
+    pieces = []
+    for i in range(0, len(starts), per):
+        content = body[starts[i] : ends[min(i + per, len(starts)) - 1]]
+        if len(starts) > 1 and not content.strip():
+            return None  # an empty item: a trailing or doubled comma
+        pieces.append(b"[" + content + b"]")
+    return rest_of_body, pieces
 
 
 def _load(body: bytes | str) -> dict[str, Any]:
