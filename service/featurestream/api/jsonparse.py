@@ -117,6 +117,8 @@ def split_array(body: bytes, key: str, per: int = SPLIT_ITEMS) -> tuple[bytes, l
     structural = (a == 0x5B) | (a == 0x5D) | (a == 0x7B) | (a == 0x7D) | (a == 0x2C)
     marks = np.flatnonzero(structural)
     del structural
+    if body and len(body) < 2**31:
+        marks = marks.astype(np.int32)  # half the memory of int64 positions
     # Outside strings: an even number of quotes comes before.
     marks = marks[np.searchsorted(quotes, marks) % 2 == 0]
     if not marks.size or a[marks[0]] != 0x7B:
@@ -124,7 +126,7 @@ def split_array(body: bytes, key: str, per: int = SPLIT_ITEMS) -> tuple[bytes, l
     kinds = a[marks]
     opens = (kinds == 0x5B) | (kinds == 0x7B)
     closes = (kinds == 0x5D) | (kinds == 0x7D)
-    depth = np.cumsum(opens.astype(np.int64) - closes)  # after each mark
+    depth = np.cumsum(opens.astype(np.int32) - closes, dtype=np.int32)  # after each mark
     inside = depth - opens + closes  # before it
     # The top-level members start after the object's brace and its top-level commas.
     members = np.concatenate([[0], np.flatnonzero((kinds == 0x2C) & (inside == 1))])
@@ -162,13 +164,17 @@ def split_array(body: bytes, key: str, per: int = SPLIT_ITEMS) -> tuple[bytes, l
     if b"\\" in rest_of_body or rest_of_body.count(name) != 1:
         return None
     commas = marks[k + 1 : end][(kinds[k + 1 : end] == 0x2C) & (inside[k + 1 : end] == 2)]
-    starts = np.concatenate([[opened + 1], commas + 1]).tolist()
-    ends = np.concatenate([commas, [closed]]).tolist()
+    del marks, kinds, depth, inside
+    items = commas.size + 1
+    # Each piece runs from its first item's start to its last item's end (the byte
+    # before the next comma, or the closing bracket); only those bounds leave numpy.
+    firsts = np.concatenate([[opened + 1], commas[per - 1 :: per] + 1]).tolist()
+    lasts = np.concatenate([commas[per - 1 :: per], [closed]]).tolist()
     pieces = []
-    for i in range(0, len(starts), per):
-        content = body[starts[i] : ends[min(i + per, len(starts)) - 1]]
-        if len(starts) > 1 and not content.strip():
-            return None  # an empty item: a trailing or doubled comma
+    for first, last in zip(firsts, lasts, strict=True):
+        content = body[first:last]
+        if items > 1 and not content.strip():
+            return None  # an empty item alone in its piece: a trailing or doubled comma
         pieces.append(b"[" + content + b"]")
     return rest_of_body, pieces
 
