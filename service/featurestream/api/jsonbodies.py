@@ -314,7 +314,8 @@ def feature_batch(body: bytes) -> ColumnsBody:
         split = split_array(body, "features") if large else None
         doc = _load(body if split is None else split[0])
         if split is not None and doc.get("features") != []:
-            # Another spelling of the key ("\u0066eatures") came later and wins.
+            # split_array keeps the key to one spelling in the rest; should the rest
+            # still hold the array elsewhere, the whole body is what counts.
             split, doc = None, _load(body)
         _keys(doc, _FEATURE_BATCH_KEYS)
         if "features" not in doc:
