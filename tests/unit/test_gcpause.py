@@ -2,7 +2,7 @@
 
 A write of thousands of columns makes containers per column (decisions,
 response documents, events); the cyclic collector walked them while they were
-alive, holding the interpreter lock for 10-50 ms, and freeing them all at once
+alive, holding the interpreter lock for 10-20 ms, and freeing them all at once
 held it for milliseconds more: the event loop, and every read it was about to
 answer, waited. These tests pin the mechanisms: collection paused while a
 large write is applied, documents freed a piece at a time, long arrays encoded
