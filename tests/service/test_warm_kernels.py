@@ -73,8 +73,25 @@ def test_a_server_warms_its_kernels_in_the_background_and_serves_meanwhile() -> 
                 break
         assert answered, "".join(seen)
         assert any("compiled kernels loaded" in ln for ln in seen), "".join(seen)
+        # Loaded, as /metrics says (the bench waits for it before its runs).
+        metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        assert "featurestream_kernels_warm 1" in metrics.splitlines()
     finally:
         proc.kill()
         proc.wait(10)
         reader.join(10)
         proc.stderr.close()
+
+
+def test_the_bench_starts_its_runs_once_a_server_has_warmed() -> None:
+    """``featurestream bench`` spawns servers with their defaults, warm-up included, and
+    measures only once the warm-up is over (it would compete with the runs)."""
+    from featurestream.bench.server import spawn_server
+
+    with spawn_server("memory://", env={"FEATURESTREAM_WARM_KERNELS": "true"}) as server:
+        metrics = httpx.get(server.url + "/metrics", timeout=10).text.splitlines()
+        assert "featurestream_kernels_warm 1" in metrics
+    # Off (as the tests' servers are): no such metric, and nothing to wait for.
+    with spawn_server("memory://", env={"FEATURESTREAM_WARM_KERNELS": "false"}) as server:
+        metrics = httpx.get(server.url + "/metrics", timeout=10).text
+        assert "featurestream_kernels_warm" not in metrics

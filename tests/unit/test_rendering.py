@@ -3,6 +3,7 @@ the server process's garbage-collector tuning, and the client's lazy decisions."
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 
@@ -73,6 +74,29 @@ def test_a_server_process_collects_garbage_less_often() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["700", "100000", "True", "True", "100000"]
+
+
+def test_a_server_process_freezes_the_kernels_it_warms() -> None:
+    """numba's objects of the loaded kernels (some 75,000) are out of the collector's
+    sight once warmed in a server process: full collections do not walk them."""
+
+    def warmed(server: bool) -> tuple[int, int]:
+        code = (
+            "import gc; from featurestream.api.app import _warm_kernels, tune_gc; "
+            + ("tune_gc(0); " if server else "")
+            + "_warm_kernels(); print((gc.get_freeze_count(), len(gc.get_objects())))"
+        )
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        frozen, young = ast.literal_eval(run.stdout.strip())
+        return frozen, young
+
+    # Without tune_gc (tests, an embedding program), warming freezes nothing.
+    frozen, young = warmed(server=False)
+    assert frozen == 0 and young > 20_000
+    # A server process freezes the loaded kernels too: the collector walks few objects.
+    frozen, young = warmed(server=True)
+    assert frozen > 20_000 and young < 5_000
 
 
 RAW = [

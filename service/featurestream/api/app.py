@@ -65,7 +65,12 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
             _watch_keys(keys, app.state.ws_sessions), name="featurestream-keys"
         )
         if settings.warm_kernels:
-            threading.Thread(target=_warm_kernels, name="featurestream-warm", daemon=True).start()
+            metrics.kernels_warm = False
+
+            def warm() -> None:
+                metrics.kernels_warm = _warm_kernels()
+
+            threading.Thread(target=warm, name="featurestream-warm", daemon=True).start()
         log.info("featurestream %s serving on store %s", __version__, settings.store_kind)
         try:
             yield
@@ -159,14 +164,22 @@ def _reload_keys_on_sighup(keys: KeyRing) -> None:
         log.debug("SIGHUP reload of API keys unavailable here")
 
 
-def _warm_kernels() -> None:
+def _warm_kernels() -> bool:
+    """Load the compiled kernels (in a thread of their own); False when that failed."""
     started = time.monotonic()
     try:
         catalogue.warm_kernels()
     except Exception:  # a kernel that cannot load fails its first batch instead
         log.exception("loading the compiled kernels failed")
-        return
+        return False
     log.info("compiled kernels loaded in %.1f s", time.monotonic() - started)
+    if gc.get_freeze_count():
+        # A server process froze what existed once its app was built (tune_gc). The
+        # kernels just loaded (some 75,000 objects of numba's, as long-lived) would
+        # otherwise make each full collection walk them: 25 to 60 ms holding the
+        # interpreter lock, a stall for every read meanwhile.
+        gc.freeze()
+    return True
 
 
 def app_from_env() -> FastAPI:

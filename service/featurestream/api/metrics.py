@@ -30,6 +30,9 @@ class Metrics:
     buckets: Counter[tuple[str, str, int]] = field(default_factory=Counter)
     engine: Any = None
     ws: Any = None
+    # Whether the compiled kernels warmed at start-up are loaded (warm_kernels): None
+    # when the warm-up is off, False while it runs or after it failed.
+    kernels_warm: bool | None = None
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         self.requests[(route, method, status)] += 1
@@ -102,6 +105,13 @@ def render(metrics: Metrics) -> str:
             "cached stream.",
             "# TYPE featurestream_stream_locks gauge",
             f"featurestream_stream_locks {cache.locks()}",
+        ]
+    if metrics.kernels_warm is not None:
+        lines += [
+            "# HELP featurestream_kernels_warm 1 once the compiled kernels warmed at "
+            "start-up are loaded (0 while they load).",
+            "# TYPE featurestream_kernels_warm gauge",
+            f"featurestream_kernels_warm {int(metrics.kernels_warm)}",
         ]
     if metrics.ws is not None:
         stats = metrics.ws.stats

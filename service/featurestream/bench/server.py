@@ -103,7 +103,8 @@ def spawn_server(
     startup_seconds: float = 60.0,
     env: dict[str, str] | None = None,
 ) -> Iterator[SpawnedServer]:
-    """Start ``featurestream serve`` on a free port and wait until its store is ready.
+    """Start ``featurestream serve`` on a free port; wait until its store is ready and
+    its compiled kernels are loaded.
 
     The keys go under a fresh prefix (``fsbench-<random>``), so a shared Redis
     is never touched outside it; every stream the benchmark creates is deleted
@@ -116,9 +117,9 @@ def spawn_server(
     port = free_port()
     prefix = key_prefix or f"fsbench-{uuid.uuid4().hex[:10]}"
     settings = dict(env or {})
-    # No kernel warm-up in the background: it would compete with the runs it measures
-    # (each instance-stream run warms the server itself, untimed, before its clock).
-    env = {**os.environ, "FEATURESTREAM_KEY_PREFIX": prefix, "FEATURESTREAM_WARM_KERNELS": "false"}
+    # The server's defaults, kernel warm-up included: the runs start once it is over
+    # (it would compete with them), as they would on a server that has been up a while.
+    env = {**os.environ, "FEATURESTREAM_KEY_PREFIX": prefix}
     # Settings read FEATURESTREAM_*: options given here must win over the caller's shell.
     for var in ("FEATURESTREAM_STORE_URL", "FEATURESTREAM_WORKERS", "FEATURESTREAM_API_KEYS_FILE"):
         env.pop(var, None)
@@ -142,16 +143,19 @@ def spawn_server(
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + startup_seconds
+        ready = False
         while True:
             if proc.poll() is not None:
                 raise RuntimeError(f"the benchmark server exited with status {proc.returncode}")
             try:
-                if httpx.get(url + "/readyz", timeout=1.0).status_code == 200:
+                ready = httpx.get(url + "/readyz", timeout=1.0).status_code == 200
+                if ready and _warm(url):
                     break
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the benchmark server on {store} was not ready in time")
+                waited = "its compiled kernels to load (see its log)" if ready else "its store"
+                raise RuntimeError(f"the benchmark server on {store} waited too long for {waited}")
             time.sleep(0.05)
         yield SpawnedServer(url, proc, store, prefix)
     finally:
@@ -161,6 +165,16 @@ def spawn_server(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+def _warm(url: str) -> bool:
+    """Whether the server's start-up kernel warm-up is over (or off): its metric."""
+    import httpx
+
+    for line in httpx.get(url + "/metrics", timeout=1.0).text.splitlines():
+        if line.startswith("featurestream_kernels_warm "):
+            return line.split()[1] == "1"
+    return True
 
 
 __all__ = ["BLAS_VARIABLES", "SpawnedServer", "check_store", "free_port", "spawn_server"]
