@@ -244,3 +244,75 @@ def test_a_large_write_is_stored_compressed_and_replays_byte_for_byte(
     assert decided_names == {f"column-{j}" for j in range(b)}
     history = httpx.get(server.url + "/v1/streams/big/history").json()
     assert history["changes"][0]["version"] == 1 and history["changes"][0]["size"] > 0
+
+
+def test_large_json_instance_bodies_and_frames_apply_as_npy_ones(
+    servers: list[Server], redis_url: str, key_prefix: str
+) -> None:
+    """Bodies and WebSocket frames of 100 instances of 1,000 features (2 MB of JSON) are
+    parsed a piece of rows at a time: a real server applies them exactly as the same
+    instances sent as .npy, and refuses a short row deep in one as before."""
+    import io
+
+    server = Server(redis_url, key_prefix).start()
+    servers.append(server)
+    d, m = 1000, 100
+    names = [f"x{j}" for j in range(d)]
+    rng = np.random.default_rng(11)
+    batches = [rng.normal(size=(m, d)) for _ in range(3)]
+    labels = [np.where(X[:, 0] + X[:, 1] > 0, 1.0, -1.0) for X in batches]
+    for sid in ("json", "npy", "frames"):
+        r = httpx.post(
+            server.url + "/v1/streams",
+            json={
+                "id": sid,
+                "algorithm": "ofs",
+                "params": {"num_features": 10},
+                "feature_names": names,
+            },
+        )
+        assert r.status_code == 201, r.text
+    with httpx.Client(base_url=server.url, timeout=60) as c:
+        for X, y in zip(batches, labels, strict=True):
+            body = json.dumps({"X": X.tolist(), "y": y.tolist()}).encode()
+            assert len(body) > 1_000_000
+            r = c.post(
+                "/v1/streams/json/instances",
+                content=body,
+                headers={"content-type": "application/json"},
+            )
+            assert r.status_code == 200, r.text
+            npy = io.BytesIO()
+            np.save(npy, np.column_stack([X, y]))
+            r = c.post(
+                "/v1/streams/npy/instances",
+                content=npy.getvalue(),
+                headers={"content-type": "application/x-npy", "X-Label-Column": "last"},
+            )
+            assert r.status_code == 200, r.text
+        bad = [row.tolist() for row in batches[0]]
+        bad[77] = bad[77][:-1]
+        r = c.post("/v1/streams/json/instances", json={"X": bad, "y": labels[0].tolist()})
+        assert r.status_code == 422 and "same length" in r.json()["detail"], r.text
+
+    async def frames() -> list[dict[str, object]]:
+        url = f"ws://127.0.0.1:{server.port}/v1/streams/frames/ws"
+        async with websockets.connect(url, max_size=None) as ws:
+            await ws.recv()  # the selection sent on connect
+            for X, y in zip(batches, labels, strict=True):
+                await ws.send(json.dumps({"X": X.tolist(), "y": y.tolist()}))
+            answers: list[dict[str, object]] = []
+            while len(answers) < len(batches):  # acks or errors; selections between
+                message = json.loads(await asyncio.wait_for(ws.recv(), 60))
+                if message["type"] != "selection":
+                    answers.append(message)
+            return answers
+
+    answers = asyncio.run(frames())
+    assert [(a["type"], a.get("ack")) for a in answers] == [("ack", 1), ("ack", 2), ("ack", 3)]
+    chosen = {
+        sid: httpx.get(f"{server.url}/v1/streams/{sid}/selected").json()["features"]
+        for sid in ("json", "npy", "frames")
+    }
+    assert len(chosen["npy"]) == 10
+    assert chosen["json"] == chosen["npy"] == chosen["frames"]

@@ -15,7 +15,7 @@ vectorised, with the messages of each column as before.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
@@ -295,35 +295,46 @@ class ColumnsBody:
     group_names: list[str] | None = None
 
 
-def _pieces(pieces: list[bytes]) -> list[Columns]:
-    parts = []
+def _split_load(
+    body: bytes | str, key: str, **cut: int
+) -> tuple[dict[str, Any], list[bytes] | None]:
+    """The body's document; for a body of ``SPLIT_BYTES`` or more, without its ``key``
+    array (the document holds ``[]``), whose items come as pieces (``split_array``,
+    cut by ``cut``) to parse with ``_parsed``. None for the pieces: parsed whole."""
+    if len(body) >= SPLIT_BYTES:
+        raw = body.encode() if isinstance(body, str) else body
+        split = split_array(raw, key, **cut)
+        if split is not None:
+            doc = _load(split[0])
+            if doc.get(key) == []:
+                return doc, split[1]
+            # split_array keeps the key to one spelling in the rest; should the rest
+            # still hold the array elsewhere, the whole body is what counts.
+    return _load(body), None
+
+
+def _parsed(pieces: list[bytes]) -> Iterator[Any]:
+    """Each piece parsed in turn: one piece's items alive at a time."""
     for piece in pieces:
         try:
-            features = orjson.loads(piece)
+            yield orjson.loads(piece)
         except orjson.JSONDecodeError:
             raise _Unsure from None
-        parts.append(Columns.of_json(features))
-    return parts
 
 
 @_without_gc
 def feature_batch(body: bytes) -> ColumnsBody:
     """A ``FeatureBatch`` body; a ValidationError as the model raises it."""
     try:
-        large = isinstance(body, bytes) and len(body) >= SPLIT_BYTES
-        split = split_array(body, "features") if large else None
-        doc = _load(body if split is None else split[0])
-        if split is not None and doc.get("features") != []:
-            # split_array keeps the key to one spelling in the rest; should the rest
-            # still hold the array elsewhere, the whole body is what counts.
-            split, doc = None, _load(body)
+        doc, pieces = _split_load(body, "features")
         _keys(doc, _FEATURE_BATCH_KEYS)
         if "features" not in doc:
             raise _Unsure
-        if split is None:
+        if pieces is None:
             return ColumnsBody(_producer(doc), _seq(doc), Columns.of_json(doc["features"]))
         # A piece of the columns at a time: parsed, converted, freed (split_array).
-        return ColumnsBody(_producer(doc), _seq(doc), Columns.joined(_pieces(split[1])))
+        columns = Columns.joined([Columns.of_json(part) for part in _parsed(pieces)])
+        return ColumnsBody(_producer(doc), _seq(doc), columns)
     except _Unsure:
         pass
     batch = FeatureBatch.model_validate_json(body)
@@ -378,20 +389,46 @@ class Instances:
         return self.X
 
 
-def _rows(X: Any, *, checked: bool = False) -> FloatArray | None:
-    rows = _list(X)
-    if not checked:
+# The rows of a large X (a body of SPLIT_BYTES or more) are parsed this many bytes at
+# a time: 100 instances of 1,000 numbers are 2 MB of JSON, which orjson parses and
+# numpy converts in calls that hold the interpreter lock 10 ms and more.
+ROW_PIECE_BYTES = 256 * 1024
+
+
+def _load_instances(body: bytes | str) -> tuple[dict[str, Any], Iterable[Any]]:
+    """The document of an instance body or frame, and its rows in parts for ``_rows``:
+    the whole of ``X``, or for a large body pieces of it parsed one at a time."""
+    doc, pieces = _split_load(body, "X", max_bytes=ROW_PIECE_BYTES)
+    return doc, [doc.get("X")] if pieces is None else _parsed(pieces)
+
+
+def _rows(parts: Iterable[Any]) -> FloatArray | None:
+    """X from its rows, given in parts (all of them, or pieces), each part converted in
+    turn; None when rows differ in length. Anything but non-empty lists of numbers:
+    ``_Unsure`` (the model then says what is wrong)."""
+    blocks: list[FloatArray] = []
+    widths: set[int] = set()
+    for part in parts:
+        rows = _list(part)
         if not rows or not all(type(r) is list for r in rows):
             raise _Unsure
         _all_of(_NUMBERS, chain.from_iterable(rows))
-    if len(set(map(len, rows))) != 1:
+        widths.update(map(len, rows))
+        if len(widths) == 1:
+            try:
+                blocks.append(np.array(rows, dtype=np.float64))
+            except OverflowError:  # not from orjson, which parses no integer that large
+                raise _Unsure from None
+    if len(widths) != 1:
         return None
-    try:
-        return np.array(rows, dtype=np.float64)
-    except OverflowError:
-        if checked:
-            raise
-        raise _Unsure from None
+    return np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+
+
+def _model_rows(X: list[list[float]]) -> FloatArray | None:
+    """X of a validated model; None when its rows differ in length."""
+    if len(set(map(len, X))) != 1:
+        return None
+    return np.array(X, dtype=np.float64)
 
 
 def _vector(y: Any) -> FloatArray:
@@ -403,21 +440,20 @@ def _vector(y: Any) -> FloatArray:
 def instance_batch(body: bytes) -> Instances:
     """An ``InstanceBatch`` body; a ValidationError as the model raises it."""
     try:
-        doc = _load(body)
+        doc, parts = _load_instances(body)
         _keys(doc, _INSTANCE_BATCH_KEYS)
         if "X" not in doc:
             raise _Unsure
         y = doc.get("y")
-        return Instances(
-            _producer(doc), _seq(doc), _rows(doc["X"]), None if y is None else _vector(y)
-        )
+        X = _rows(parts)
+        return Instances(_producer(doc), _seq(doc), X, None if y is None else _vector(y))
     except _Unsure:
         pass
     batch = InstanceBatch.model_validate_json(body)
     return Instances(
         _given(batch),
         batch.seq,
-        _rows(batch.X, checked=True),
+        _model_rows(batch.X),
         None if batch.y is None else _labels(batch.y),
     )
 
@@ -436,7 +472,7 @@ def _labels(y: list[Any]) -> Any:
 def instance_frame(text: bytes | str) -> Instances:
     """A JSON frame (``InstanceFrame``; its ``producer`` is the connection's)."""
     try:
-        doc = _load(text)
+        doc, parts = _load_instances(text)
         _keys(doc, _FRAME_KEYS)
         kind = doc.get("type")
         if kind is not None and kind != "instances":
@@ -447,7 +483,7 @@ def instance_frame(text: bytes | str) -> Instances:
         if X is not None:
             if y is not None and type(y) is not list:
                 raise _Unsure
-            return Instances(None, _seq(doc), _rows(X), None if y is None else _vector(y))
+            return Instances(None, _seq(doc), _rows(parts), None if y is None else _vector(y))
         row = _vector(x)
         if not row.size or (y is not None and type(y) not in _NUMBERS):
             raise _Unsure
@@ -456,7 +492,7 @@ def instance_frame(text: bytes | str) -> Instances:
         pass
     frame = InstanceFrame.model_validate_json(text)
     if frame.X is not None:
-        X = _rows(frame.X, checked=True)
+        X = _model_rows(frame.X)
         y = None if frame.y is None else _labels(frame.y)
     else:
         X = np.asarray([frame.x], dtype=np.float64)

@@ -76,9 +76,13 @@ _MAX_MEMBERS = 16
 _KEY_WINDOW = 256
 
 
-def split_array(body: bytes, key: str, per: int = SPLIT_ITEMS) -> tuple[bytes, list[bytes]] | None:
+def split_array(
+    body: bytes, key: str, per: int = SPLIT_ITEMS, max_bytes: int | None = None
+) -> tuple[bytes, list[bytes]] | None:
     """The body with its top-level ``key`` array emptied, and that array's items as
-    JSON arrays of ``per`` items each; None when the body is not laid out so.
+    JSON arrays of ``per`` items each (fewer, when items of the array's average size
+    would make a piece longer than ``max_bytes``); None when the body is not laid
+    out so.
 
     orjson parses a document in one call that holds the interpreter lock
     throughout: 20,000 columns of JSON (2 MB) hold it for 20 ms and more, and
@@ -166,6 +170,8 @@ def split_array(body: bytes, key: str, per: int = SPLIT_ITEMS) -> tuple[bytes, l
     commas = marks[k + 1 : end][(kinds[k + 1 : end] == 0x2C) & (inside[k + 1 : end] == 2)]
     del marks, kinds, depth, inside
     items = commas.size + 1
+    if max_bytes is not None:
+        per = max(1, min(per, items * max_bytes // max(1, closed - opened)))
     # Each piece runs from its first item's start to its last item's end (the byte
     # before the next comma, or the closing bracket); only those bounds leave numpy.
     firsts = np.concatenate([[opened + 1], commas[per - 1 :: per] + 1]).tolist()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from unittest.mock import patch
 
 import orjson
 import pytest
@@ -197,3 +198,134 @@ def test_a_trailing_comma_in_a_large_body_is_refused_as_before(
     assert split[0] == "validation"
     monkeypatch.setattr(jsonbodies, "SPLIT_BYTES", len(body) + 1)
     assert outcome(lambda: new_features(body)) == split
+
+
+# ----------------------------------------------------------------- instance rows
+
+numbers = st.floats(-1e6, 1e6) | st.integers(-(10**6), 10**6)
+# Cells a row may hold: numbers mostly, now and then what the whole-body path refuses.
+cells = numbers | st.sampled_from([True, None, "1", 10**400, [1.0], 1e308])
+row_lists = st.lists(st.lists(cells, min_size=1, max_size=4), max_size=12)
+
+
+def _instances(parse: Any, body: bytes | str) -> Any:
+    """What the engine gets of a body: its rows (or their refusal), labels, seq."""
+
+    def run() -> Any:
+        got = parse(body)
+        return (got.producer, got.seq, got.rows(), got.y)
+
+    return outcome(run)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    X=row_lists,
+    y=st.none() | st.lists(numbers, max_size=12),
+    frame=st.booleans(),
+    piece=st.integers(1, 64),
+)
+def test_rows_in_pieces_read_as_the_whole_rows_read(
+    X: list[Any], y: Any, frame: bool, piece: int
+) -> None:
+    """Any X (rows of other lengths, non-numbers, overflowing integers among them) and
+    any piece size: the body reads the same, or is refused the same, as when whole."""
+    doc: dict[str, Any] = {"X": X, "seq": 3}
+    if y is not None:
+        doc["y"] = y
+    if not frame:
+        doc["producer"] = "p"
+    parse = jsonbodies.instance_frame if frame else jsonbodies.instance_batch
+    body: bytes | str = json.dumps(doc)
+    if not frame:
+        body = body.encode()
+    with (
+        patch.object(jsonbodies, "SPLIT_BYTES", 0),
+        patch.object(jsonbodies, "ROW_PIECE_BYTES", piece),
+    ):
+        split = _instances(parse, body)
+    with patch.object(jsonbodies, "SPLIT_BYTES", len(body) + 1):
+        whole = _instances(parse, body)
+    assert split == whole
+
+
+def _instance_body(m: int, d: int, seed: int = 0) -> dict[str, Any]:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return {
+        "producer": "p",
+        "seq": 1,
+        "X": rng.normal(size=(m, d)).round(12).tolist(),
+        "y": rng.integers(0, 2, m).astype(float).tolist(),
+    }
+
+
+def test_a_large_instance_body_is_parsed_a_piece_of_rows_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import numpy as np
+
+    doc = _instance_body(100, 1000)
+    body = json.dumps(doc).encode()
+    assert len(body) >= jsonparse.SPLIT_BYTES
+    split = split_array(body, "X", max_bytes=jsonbodies.ROW_PIECE_BYTES)
+    assert split is not None
+    assert 5 <= len(split[1]) <= 15  # rows of ~20 KB, pieces of at most 256 KiB
+    assert all(len(p) <= jsonbodies.ROW_PIECE_BYTES + 2 for p in split[1])
+    loads: list[int] = []
+    real = orjson.loads
+
+    def counting(data: Any) -> Any:
+        loads.append(len(data))
+        return real(data)
+
+    monkeypatch.setattr(jsonbodies.orjson, "loads", counting)
+    got = jsonbodies.instance_batch(body)
+    assert max(loads) <= jsonbodies.ROW_PIECE_BYTES + 2  # never the whole body at once
+    np.testing.assert_array_equal(got.X, np.array(doc["X"]))
+    np.testing.assert_array_equal(got.y, np.array(doc["y"]))
+    text = json.dumps({k: v for k, v in doc.items() if k != "producer"})
+    loads.clear()
+    frame = jsonbodies.instance_frame(text)
+    assert max(loads) <= jsonbodies.ROW_PIECE_BYTES + 2
+    np.testing.assert_array_equal(frame.X, got.X)
+
+
+@pytest.mark.parametrize(
+    ("at", "row", "kind"),
+    [
+        (77, [1.0] * 999, "invalid"),  # a shorter row, deep in the body
+        (77, [1.0] * 998 + ["x", 1.0], "validation"),  # a string
+        (3, [1.0] * 999 + [None], "validation"),  # a null
+        (99, [True] + [1.0] * 999, "validation"),  # a boolean, in the last row
+        (50, [1.0] * 999 + [10**400], "inf"),  # beyond float64: the model reads inf
+    ],
+)
+def test_a_bad_row_deep_in_a_large_body_is_refused_as_before(
+    monkeypatch: pytest.MonkeyPatch, at: int, row: list[Any], kind: str
+) -> None:
+    doc = _instance_body(100, 1000)
+    doc["X"][at] = row
+    body = json.dumps(doc).encode()
+
+    def parsed() -> Any:
+        return _instances(jsonbodies.instance_batch, body)
+
+    split = parsed()
+    if kind == "inf":
+        assert split[2][3][50][-1] == float("inf")  # the engine refuses non-finite data
+    else:
+        assert split[0] == kind
+    monkeypatch.setattr(jsonbodies, "SPLIT_BYTES", len(body) + 1)
+    assert parsed() == split
+
+
+def test_max_bytes_bounds_the_pieces_by_the_items_average_size() -> None:
+    body = b'{"X": [' + b", ".join(b"[%d, 2, 3]" % i for i in range(40)) + b"]}"
+    split = split_array(body, "X", max_bytes=40)
+    assert split is not None
+    assert [len(orjson.loads(p)) for p in split[1]] == [3] * 13 + [1]
+    assert split_array(body, "X", per=2, max_bytes=10**6)[1][0] == b"[[0, 2, 3], [1, 2, 3]]"
+    # An item longer than max_bytes still makes a piece of its own.
+    assert len(split_array(body, "X", max_bytes=1)[1]) == 40
