@@ -99,6 +99,10 @@ def test_a_server_on_a_replica_is_not_ready_and_answers_writes_503(
     _, y = support.wdbc()
     with httpx.Client(base_url=server.url, timeout=30) as c:
         assert c.get("/readyz").status_code == 503
+        assert c.get("/readyz").status_code == 503
+        # Why, in the log: once, when the answer changed, not at every probe.
+        log = server.log_path.read_text()
+        assert log.count("not ready: Redis is a replica (ROLE)") == 1, log
         r = c.post("/v1/streams", json={"id": "s", "algorithm": "saola", "target": y.tolist()})
         assert r.status_code == 503, r.text
         assert r.json()["type"] == "/problems/store-unavailable"

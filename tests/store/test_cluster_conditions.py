@@ -8,12 +8,15 @@ can slip through as a 500.
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 import redis.asyncio as aioredis
 from redis import exceptions as rex
+from redis.asyncio.connection import AbstractConnection, Connection
 
-from featurestream.errors import StoreUnavailable
-from featurestream.store.redis import RedisStore
+from featurestream.errors import StoreUnavailable, StreamNotFound
+from featurestream.store.redis import RedisStore, client_fault
 
 pytestmark = pytest.mark.anyio
 
@@ -69,3 +72,62 @@ async def test_other_errors_are_not_hidden() -> None:
                     raise error
     finally:
         await client.aclose()
+
+
+@pytest.mark.redis
+async def test_a_connection_closed_under_a_command_is_store_unavailable(
+    redis_url: str, key_prefix: str
+) -> None:
+    # redis-py's cluster client closes every node's connections when a topology refresh
+    # fails (a failover under way); a command of another task already past its
+    # connection check then writes to a socket that is gone: an AttributeError inside
+    # redis-py (seen as a WebSocket closed 1011 in tests/faults/test_cluster_failover.py).
+    # Here the same happens to the connection of a real Redis, deterministically.
+    client = aioredis.Redis.from_url(redis_url)
+    store = RedisStore(client, prefix=key_prefix)
+    check_health = AbstractConnection.check_health
+
+    async def closed_meanwhile(self: AbstractConnection) -> None:
+        await check_health(self)
+        await self.disconnect()  # by another task, meanwhile
+
+    try:
+        with (
+            mock.patch.object(AbstractConnection, "check_health", closed_meanwhile),
+            pytest.raises(StoreUnavailable, match="client"),
+        ):
+            await store.head("s")
+        # The client connects again on its next call.
+        with pytest.raises(StreamNotFound):
+            await store.head("s")
+    finally:
+        await client.aclose()
+
+
+async def test_an_error_of_the_store_itself_is_not_hidden() -> None:
+    # Only what redis-py raises counts as an outage: a bug of the store's own code
+    # under the guard stays itself (a 500 with its traceback logged).
+    client = aioredis.Redis.from_url("redis://127.0.0.1:1/0")
+    store = RedisStore(client)
+    try:
+        for error in (AttributeError("x"), TypeError("y"), KeyError("z")):
+            with pytest.raises(type(error)):
+                async with store._guard():
+                    raise error
+    finally:
+        await client.aclose()
+
+
+async def test_client_fault_names_only_what_redis_py_raised() -> None:
+    def ours() -> None:
+        raise AttributeError("'NoneType' object has no attribute 'writelines'")
+
+    with pytest.raises(AttributeError) as raised:
+        ours()
+    assert not client_fault(raised.value)
+    with pytest.raises(AttributeError) as raised:
+        # Raised inside redis-py: a connection that is not connected has no writer.
+        await Connection()._send_packed_command([b"PING"])
+    assert client_fault(raised.value)
+    assert client_fault(rex.ResponseError("ERR anything"))
+    assert not client_fault(ValueError("no"))

@@ -10,10 +10,12 @@ errors become StoreUnavailable here and nowhere else: among them a call that
 takes longer than ``store_timeout`` end to end (a hung Redis: SIGSTOP, a
 partition, a long fork), every cluster condition (MOVED or ASK the client
 could not follow in time, TRYAGAIN, CLUSTERDOWN, a slot no node serves, a node
-down, a demoted master: the client reads the topology again), and ``OOM``
-refusals (StoreFull, Redis at ``maxmemory``). A call cut short by the timeout
-is cancelled inside redis-py, which then closes that connection instead of
-returning it to the pool with a reply still pending.
+down, a demoted master: the client reads the topology again), ``OOM``
+refusals (StoreFull, Redis at ``maxmemory``), and an error raised inside
+redis-py when another task closed a connection under a command
+(:func:`client_fault`). A call cut short by the timeout is cancelled inside
+redis-py, which then closes that connection instead of returning it to the
+pool with a reply still pending.
 
 Cluster: ``redis+cluster://host:port[,host:port...]`` (``rediss+cluster://``
 for TLS) uses redis-py's cluster client, which routes each command to the
@@ -108,6 +110,28 @@ CLUSTER_CONDITIONS: tuple[type[BaseException], ...] = (
 UNAVAILABLE_CODES = re.compile(
     r"\b(LOADING|READONLY|MASTERDOWN|NOREPLICAS|CLUSTERDOWN|TRYAGAIN|MOVED|ASK|MISCONF|BUSY)\b"
 )
+
+
+def client_fault(exc: BaseException) -> bool:
+    """Whether ``exc`` (not a Redis error) was raised inside redis-py itself.
+
+    A connection closed under a command by another task: redis-py's cluster client
+    closes every node's connections when a topology refresh fails (a node down, a
+    failover under way), and a command already past its connection check then finds
+    the socket gone (``'NoneType' object has no attribute 'writelines'``). For the
+    caller that is an outage like any other: the outcome of the command is unknown.
+    """
+    if isinstance(exc, (rex.RedisError, rex.RedisClusterException)):
+        return True
+    if not isinstance(exc, (AttributeError, TypeError, RuntimeError, IndexError, KeyError)):
+        return False
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = str(tb.tb_frame.f_globals.get("__name__", ""))
+    return module == "redis" or module.startswith("redis.")
 
 
 # KEYS[1] the tenant's index (sorted set: stream id -> when it was last reserved)
@@ -401,7 +425,7 @@ class PubSubHub:
                 await event.wait()
         except BaseException as exc:
             await self.remove(channel, sub)
-            if isinstance(exc, (rex.RedisError, rex.RedisClusterException, OSError, TimeoutError)):
+            if isinstance(exc, (OSError, TimeoutError)) or client_fault(exc):
                 raise StoreUnavailable(f"Redis pub/sub is unavailable: {exc!r}") from exc
             raise
 
@@ -495,7 +519,9 @@ class PubSubHub:
                 message = await shard.pubsub.get_message(timeout=self._poll)
             except asyncio.CancelledError:
                 raise
-            except (rex.RedisError, OSError, RuntimeError) as exc:
+            except Exception as exc:
+                if not isinstance(exc, (OSError, RuntimeError)) and not client_fault(exc):
+                    raise
                 log.warning(
                     "selection notifications from %s interrupted (%r); subscribing again",
                     shard.name or "redis",
@@ -563,7 +589,9 @@ class PubSubHub:
                             done.append(channel)
             except asyncio.CancelledError:
                 raise
-            except (rex.RedisError, rex.RedisClusterException, OSError, TimeoutError) as exc:
+            except Exception as exc:
+                if not isinstance(exc, (OSError, TimeoutError)) and not client_fault(exc):
+                    raise
                 log.warning("selection notifications not subscribed again yet (%r)", exc)
             self._lost.difference_update(done)
             if done:
@@ -641,6 +669,7 @@ class RedisStore:
         self._hub: PubSubHub | None = None
         # When Redis last refused a write for want of memory (None: not since it had room).
         self._full_at: float | None = None
+        self._unready: str | None = None  # why /readyz said no last (None: it said yes)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RedisStore:
@@ -739,6 +768,12 @@ class RedisStore:
                 self._rediscover()
                 raise StoreUnavailable(f"Redis cannot serve writes: {exc}") from exc
             raise
+        except Exception as exc:
+            if isinstance(exc, rex.RedisError) or not client_fault(exc):
+                raise
+            self._rediscover()
+            log.warning("the Redis client failed under a command (%r)", exc, exc_info=True)
+            raise StoreUnavailable(f"Redis is unavailable (client: {exc!r})") from exc
 
     # ------------------------------------------------------------ acknowledged writes
 
@@ -879,35 +914,54 @@ class RedisStore:
         """
         try:
             async with self._guard():
-                if not await self._writable():
+                why = await self._not_writable()
+                if why is not None and self._cluster:
+                    # The topology the client read before a failover names a master
+                    # that is gone or demoted: read it again, and ask once more.
                     self._rediscover()
-                    return False
+                    why = await self._not_writable()
+                if why is not None:
+                    self._rediscover()
+                    return self._ready(why)
                 full_at = self._full_at
                 if full_at is not None and time.monotonic() - full_at < FULL_HOLD:
                     info: Any = await self._redis.info("memory")
                     if self._cluster:
                         if not all(_has_room(i) for i in info.values() if isinstance(i, dict)):
-                            return False
+                            return self._ready("a node is out of memory")
                     elif not _has_room(info):
-                        return False
+                        return self._ready("Redis is out of memory")
                 self._full_at = None
-            return True
-        except (StoreUnavailable, rex.RedisError, rex.RedisClusterException, OSError):
-            return False
+            return self._ready(None)
+        except (StoreUnavailable, rex.RedisError, rex.RedisClusterException, OSError) as exc:
+            return self._ready(str(exc))
 
-    async def _writable(self) -> bool:
+    def _ready(self, why: str | None) -> bool:
+        """Whether ready (``why`` None); a change of the answer is logged, with why not."""
+        if why != self._unready:
+            if why is None:
+                log.info("the store takes writes again")
+            else:
+                log.warning("not ready: %s", why)
+            self._unready = why
+        return why is None
+
+    async def _not_writable(self) -> str | None:
+        """Why the store cannot take writes now; None when it can."""
         if not self._cluster:
-            return _is_master(await self._redis.execute_command("ROLE"))
+            if _is_master(await self._redis.execute_command("ROLE")):
+                return None
+            return "Redis is a replica (ROLE)"
         if self._redis._initialize:
             await self._redis.initialize()
         for node in self._redis.get_primaries():
             if not _is_master(await node.execute_command("ROLE")):
-                return False
+                return f"{node.name}, a master of the client's topology, is not one (ROLE)"
             info: Any = await node.execute_command("CLUSTER", "INFO")
             text = info.decode() if isinstance(info, bytes) else str(info)
             if "cluster_state:ok" not in text:
-                return False
-        return True
+                return f"{node.name} does not see the cluster ok (CLUSTER INFO)"
+        return None
 
     # ------------------------------------------------------------ streams
 
