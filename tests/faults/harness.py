@@ -27,6 +27,7 @@ import dataclasses
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -1063,14 +1064,33 @@ class Figures:
 
 
 @contextmanager
-def seed_note(seed: int, rerun: str) -> Iterator[None]:
-    """Name the seed, and the command that runs it alone, on any failure inside."""
+def seed_note(seed: int, rerun: str, servers: Sequence[ServerProcess] = ()) -> Iterator[None]:
+    """Name the seed, and the command that runs it alone, on any failure inside; with
+    ``servers``, their log lines that say what went wrong (a CI run keeps no logs)."""
     print(f"[faults] seed {seed}")
     try:
         yield
     except BaseException as exc:
         exc.add_note(f"fault-injection seed {seed}; run it alone with: {rerun}")
+        for server in servers:
+            lines = server_problems(server)
+            if lines:
+                exc.add_note(f"--- {server.url} said:\n" + "\n".join(lines))
         raise
+
+
+# What a server logs when something went wrong (errors) or it turned not ready.
+PROBLEM_LINE = re.compile(r'"level": "(error|critical)"|"msg": "not ready')
+
+
+def server_problems(server: ServerProcess, most: int = 8, chars: int = 3000) -> list[str]:
+    """The last ``most`` problem lines of a server's log, each cut to ``chars``."""
+    try:
+        text = server.log_path.read_text(errors="replace")
+    except OSError:
+        return []
+    found = [line[:chars] for line in text.splitlines() if PROBLEM_LINE.search(line)]
+    return found[-most:]
 
 
 def create_stream(base_url: str, workload: Workload, stream_id: str) -> None:

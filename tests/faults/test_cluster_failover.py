@@ -147,7 +147,7 @@ def test_master_killed_mid_writes_loses_no_acknowledged_update(
         wid, "q", frames.frames, lambda: ws_server, window=8, deadline=60, pause=0.05, interval=0.02
     )
     kill_after = int(rng.integers(5, 15))
-    with seed_note(seed, f"python -m pytest -p no:cacheprovider '{request.node.nodeid}'"):
+    with seed_note(seed, f"python -m pytest -p no:cacheprovider '{request.node.nodeid}'", servers):
         # Follows the feature stream on the process the WebSocket producer does not use.
         watcher = Watcher(servers[1 - seed % 2], fid)
         watcher.start()

@@ -58,7 +58,9 @@ def test_processes_hammering_one_stream_equal_the_serial_order_of_the_log(
         FeatureProducer("race", name, workload.requests[name], fixed_route(servers[i % count].url))
         for i, name in enumerate(names)
     ]
-    with seed_note(seed, f"python -m pytest -p no:cacheprovider -s '{request.node.nodeid}'"):
+    with seed_note(
+        seed, f"python -m pytest -p no:cacheprovider -s '{request.node.nodeid}'", servers
+    ):
         for p in producers:
             p.start()
         for p in producers:
@@ -108,7 +110,9 @@ def test_one_producer_whose_requests_land_on_any_process_keeps_its_seq(
         )
         for i, name in enumerate(("a", "b"))
     ]
-    with seed_note(seed, f"python -m pytest -p no:cacheprovider -s '{request.node.nodeid}'"):
+    with seed_note(
+        seed, f"python -m pytest -p no:cacheprovider -s '{request.node.nodeid}'", servers
+    ):
         for p in producers:
             p.start()
         for p in producers:

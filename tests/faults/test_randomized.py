@@ -50,7 +50,7 @@ def test_twenty_randomised_runs_in_a_row_lose_nothing(
         rerun = (
             f"FAULTS_SEEDS={seed} python -m pytest -p no:cacheprovider -s '{request.node.nodeid}'"
         )
-        with seed_note(seed, rerun):
+        with seed_note(seed, rerun, processes.servers):
             figures = run_scenario(scenario, service=service, store=store, stream_id=f"run-{seed}")
         print(f"[faults] {scenario}: {figures}")
         total += figures

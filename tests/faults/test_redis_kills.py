@@ -55,7 +55,9 @@ def test_redis_killed_mid_stream_then_restarted_loses_and_half_applies_nothing(
     scenario = Scenario.draw(
         seed, algorithms=[algorithm], targets=["redis"], faults=(2, 2), outage=(0.8, 1.2)
     )
-    with seed_note(seed, f"python -m pytest -p no:cacheprovider -s '{request.node.nodeid}'"):
+    with seed_note(
+        seed, f"python -m pytest -p no:cacheprovider -s '{request.node.nodeid}'", processes.servers
+    ):
         figures = run_scenario(scenario, service=service, store=store, stream_id="k")
         print(scenario, figures)
         assert figures.redis_kills == 2, "the faults did not land mid-stream"

@@ -40,7 +40,9 @@ def test_sigkill_during_ingestion_then_resume_equals_an_uninterrupted_run(
     store = redis_server_factory()  # AOF, appendfsync always
     service = Service(processes, store.url, key_prefix, warm=False)
     scenario = Scenario.draw(seed, algorithms=[algorithm], targets=["server"], faults=(2, 2))
-    with seed_note(seed, f"python -m pytest -p no:cacheprovider -s '{request.node.nodeid}'"):
+    with seed_note(
+        seed, f"python -m pytest -p no:cacheprovider -s '{request.node.nodeid}'", processes.servers
+    ):
         figures = run_scenario(scenario, service=service, store=store, stream_id="k")
         print(scenario, figures)
         assert figures.server_kills >= 1, "no kill landed mid-stream"
