@@ -8,6 +8,8 @@ can slip through as a 500.
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -15,8 +17,10 @@ import redis.asyncio as aioredis
 from redis import exceptions as rex
 from redis.asyncio.connection import AbstractConnection, Connection
 
+from featurestream.config import Settings
 from featurestream.errors import StoreUnavailable, StreamNotFound
 from featurestream.store.redis import RedisStore, client_fault
+from tests.store.test_stores import _commit, _create
 
 pytestmark = pytest.mark.anyio
 
@@ -131,3 +135,31 @@ async def test_client_fault_names_only_what_redis_py_raised() -> None:
     assert client_fault(raised.value)
     assert client_fault(rex.ResponseError("ERR anything"))
     assert not client_fault(ValueError("no"))
+
+
+@pytest.mark.redis
+async def test_a_subscription_ends_cleanly_when_its_connection_was_closed_under_it(
+    redis_url: str, key_prefix: str
+) -> None:
+    # The hub's reader closes a node's pub/sub connection when it breaks (a failover);
+    # a session ending at that moment unsubscribes on the connection being closed. Its
+    # end must not fail (a WebSocket closed 1011 instead of 1013), and the channel can
+    # be subscribed again.
+    store = RedisStore.from_settings(Settings(store_url=redis_url, key_prefix=key_prefix))
+    send = AbstractConnection._send_packed_command
+
+    async def closed_first(self: AbstractConnection, command: Any) -> None:
+        await self.disconnect()  # by the hub's reader, meanwhile
+        await send(self, command)
+
+    try:
+        await _create(store)
+        subscription = store.subscribe("s1")
+        await subscription.__aenter__()
+        with mock.patch.object(AbstractConnection, "_send_packed_command", closed_first):
+            await subscription.__aexit__(None, None, None)
+        async with store.subscribe("s1") as sub:
+            await store.commit("s1", _commit(0, cid="c0", notify=b"again"))
+            assert await asyncio.wait_for(sub.get(), 5) == b"again"
+    finally:
+        await store.close()

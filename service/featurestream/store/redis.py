@@ -134,6 +134,12 @@ def client_fault(exc: BaseException) -> bool:
     return module == "redis" or module.startswith("redis.")
 
 
+def outage(exc: BaseException) -> bool:
+    """Whether ``exc`` means Redis cannot be reached now: a Redis or socket error, a
+    timeout, or a :func:`client_fault`."""
+    return isinstance(exc, (OSError, TimeoutError)) or client_fault(exc)
+
+
 # KEYS[1] the tenant's index (sorted set: stream id -> when it was last reserved)
 # ARGV[1] stream id  ARGV[2] quota  ARGV[3] now (Unix seconds)
 # Returns 1 when the id is reserved (or already in the index, then renewed: the create
@@ -425,7 +431,7 @@ class PubSubHub:
                 await event.wait()
         except BaseException as exc:
             await self.remove(channel, sub)
-            if isinstance(exc, (OSError, TimeoutError)) or client_fault(exc):
+            if outage(exc):
                 raise StoreUnavailable(f"Redis pub/sub is unavailable: {exc!r}") from exc
             raise
 
@@ -442,14 +448,17 @@ class PubSubHub:
             if shard is None:
                 return
             shard.channels.discard(channel)
-            # The reader notices a broken connection; here a failure only means the
-            # channel is dropped with it.
-            with suppress(rex.RedisError, OSError, TimeoutError):
+            # The reader notices a broken connection (and may close it meanwhile):
+            # here a failure only means the channel is dropped with it.
+            try:
                 async with asyncio.timeout(self._confirm_timeout):
                     if self._sharded:
                         await shard.pubsub.sunsubscribe(channel)
                     else:
                         await shard.pubsub.unsubscribe(channel)
+            except Exception as exc:
+                if not outage(exc):
+                    raise
             if not shard.channels:
                 await self._close_shard(shard)
 
@@ -520,7 +529,7 @@ class PubSubHub:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                if not isinstance(exc, (OSError, RuntimeError)) and not client_fault(exc):
+                if not isinstance(exc, RuntimeError) and not outage(exc):
                     raise
                 log.warning(
                     "selection notifications from %s interrupted (%r); subscribing again",
@@ -590,7 +599,7 @@ class PubSubHub:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                if not isinstance(exc, (OSError, TimeoutError)) and not client_fault(exc):
+                if not outage(exc):
                     raise
                 log.warning("selection notifications not subscribed again yet (%r)", exc)
             self._lost.difference_update(done)
