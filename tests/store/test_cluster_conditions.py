@@ -9,6 +9,7 @@ can slip through as a 500.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 from unittest import mock
 
@@ -133,13 +134,45 @@ async def test_client_fault_names_only_what_redis_py_raised() -> None:
         # Raised inside redis-py: a connection that is not connected has no writer.
         await Connection()._send_packed_command([b"PING"])
     assert client_fault(raised.value)
+    # Raised deeper (the event loop's closed transport), on the way through redis-py.
+    conn = Connection()
+    conn._writer = _ClosedTransport()  # type: ignore[assignment]
+    with pytest.raises(RuntimeError) as raised:
+        await conn._send_packed_command([b"PING"])
+    conn._writer = None  # nothing to close: it never connected
+    assert client_fault(raised.value)
     assert client_fault(rex.ResponseError("ERR anything"))
     assert not client_fault(ValueError("no"))
 
 
+class _ClosedTransport:
+    """A stream writer whose transport was closed: its writes raise as uvloop's do
+    (asyncio's own loop drops them instead)."""
+
+    def __init__(self, writer: Any = None) -> None:
+        self._writer = writer
+
+    def writelines(self, data: Any) -> None:
+        raise RuntimeError("unable to perform operation on <TCPTransport closed=True>")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._writer, name)
+
+
+async def _disconnected(conn: AbstractConnection) -> None:
+    await conn.disconnect()  # the writer is gone: AttributeError on None
+
+
+async def _transport_closed(conn: AbstractConnection) -> None:
+    assert conn._writer is not None
+    conn._writer.close()
+    conn._writer = _ClosedTransport(conn._writer)  # type: ignore[assignment]
+
+
 @pytest.mark.redis
+@pytest.mark.parametrize("close", [_disconnected, _transport_closed], ids=lambda f: f.__name__)
 async def test_a_subscription_ends_cleanly_when_its_connection_was_closed_under_it(
-    redis_url: str, key_prefix: str
+    redis_url: str, key_prefix: str, close: Callable[[AbstractConnection], Awaitable[None]]
 ) -> None:
     # The hub's reader closes a node's pub/sub connection when it breaks (a failover);
     # a session ending at that moment unsubscribes on the connection being closed. Its
@@ -149,7 +182,7 @@ async def test_a_subscription_ends_cleanly_when_its_connection_was_closed_under_
     send = AbstractConnection._send_packed_command
 
     async def closed_first(self: AbstractConnection, command: Any) -> None:
-        await self.disconnect()  # by the hub's reader, meanwhile
+        await close(self)  # by the hub's reader, meanwhile
         await send(self, command)
 
     try:

@@ -113,25 +113,28 @@ UNAVAILABLE_CODES = re.compile(
 
 
 def client_fault(exc: BaseException) -> bool:
-    """Whether ``exc`` (not a Redis error) was raised inside redis-py itself.
+    """Whether ``exc`` is a Redis error, or was raised from inside redis-py.
 
     A connection closed under a command by another task: redis-py's cluster client
     closes every node's connections when a topology refresh fails (a node down, a
     failover under way), and a command already past its connection check then finds
-    the socket gone (``'NoneType' object has no attribute 'writelines'``). For the
-    caller that is an outage like any other: the outcome of the command is unknown.
+    its socket gone (``'NoneType' object has no attribute 'writelines'``, or the event
+    loop's ``RuntimeError`` on a closed transport). For the caller that is an outage
+    like any other: the outcome of the command is unknown. "From inside": a frame of
+    redis-py on the way from the store's code to where it was raised; the store's own
+    errors, before or after a call to redis-py, have none.
     """
     if isinstance(exc, (rex.RedisError, rex.RedisClusterException)):
         return True
-    if not isinstance(exc, (AttributeError, TypeError, RuntimeError, IndexError, KeyError)):
+    if not isinstance(exc, Exception):
         return False
     tb = exc.__traceback__
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
+    while tb is not None:
+        module = str(tb.tb_frame.f_globals.get("__name__", ""))
+        if module == "redis" or module.startswith("redis."):
+            return True
         tb = tb.tb_next
-    module = str(tb.tb_frame.f_globals.get("__name__", ""))
-    return module == "redis" or module.startswith("redis.")
+    return False
 
 
 def outage(exc: BaseException) -> bool:
