@@ -110,8 +110,10 @@ async def test_a_connection_closed_under_a_command_is_store_unavailable(
 
 
 async def test_an_error_of_the_store_itself_is_not_hidden() -> None:
-    # Only what redis-py raises counts as an outage: a bug of the store's own code
-    # under the guard stays itself (a 500 with its traceback logged).
+    # Only a connection failing under a command counts as an outage: a bug of the
+    # store's own code under the guard, or a call to redis-py with wrong arguments
+    # (refused inside redis-py, before any connection), stays itself: a 500 with its
+    # traceback logged, not a 503 clients would retry forever.
     client = aioredis.Redis.from_url("redis://127.0.0.1:1/0")
     store = RedisStore(client)
     try:
@@ -119,6 +121,12 @@ async def test_an_error_of_the_store_itself_is_not_hidden() -> None:
             with pytest.raises(type(error)):
                 async with store._guard():
                     raise error
+        with pytest.raises(AttributeError):
+            async with store._guard():
+                await client.zadd("k", [("a", 1)])  # type: ignore[arg-type]
+        with pytest.raises(IndexError):
+            async with store._guard():
+                await client.execute_command()
     finally:
         await client.aclose()
 

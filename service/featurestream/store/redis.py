@@ -11,9 +11,8 @@ takes longer than ``store_timeout`` end to end (a hung Redis: SIGSTOP, a
 partition, a long fork), every cluster condition (MOVED or ASK the client
 could not follow in time, TRYAGAIN, CLUSTERDOWN, a slot no node serves, a node
 down, a demoted master: the client reads the topology again), ``OOM``
-refusals (StoreFull, Redis at ``maxmemory``), and an error raised inside
-redis-py when another task closed a connection under a command
-(:func:`client_fault`). A call cut short by the timeout is cancelled inside
+refusals (StoreFull, Redis at ``maxmemory``), and a connection failing
+inside redis-py under a command, closed by another task (:func:`client_fault`). A call cut short by the timeout is cancelled inside
 redis-py, which then closes that connection instead of returning it to the
 pool with a reply still pending.
 
@@ -112,26 +111,35 @@ UNAVAILABLE_CODES = re.compile(
 )
 
 
+# Where redis-py keeps its connections: its socket layer, reply parsers and the cluster
+# client's node and slot caches. What fails there under a command is the connection.
+CLIENT_CONNECTION_MODULES = ("redis.asyncio.connection", "redis._parsers", "redis.asyncio.cluster")
+# What a connection closed under a command raises there (not a Redis error).
+CLIENT_RACE_ERRORS = (AttributeError, RuntimeError, TypeError, KeyError, IndexError)
+
+
 def client_fault(exc: BaseException) -> bool:
-    """Whether ``exc`` is a Redis error, or was raised from inside redis-py.
+    """Whether ``exc`` is a Redis error, or a connection of redis-py failing under a
+    command.
 
     A connection closed under a command by another task: redis-py's cluster client
     closes every node's connections when a topology refresh fails (a node down, a
     failover under way), and a command already past its connection check then finds
     its socket gone (``'NoneType' object has no attribute 'writelines'``, or the event
     loop's ``RuntimeError`` on a closed transport). For the caller that is an outage
-    like any other: the outcome of the command is unknown. "From inside": a frame of
-    redis-py on the way from the store's code to where it was raised; the store's own
-    errors, before or after a call to redis-py, have none.
+    like any other: the outcome of the command is unknown. Recognised by its kind and
+    by a frame of redis-py's connection layer on the way to where it was raised; the
+    store's own errors, and a call to redis-py with wrong arguments (refused before any
+    connection is used), stay themselves.
     """
     if isinstance(exc, (rex.RedisError, rex.RedisClusterException)):
         return True
-    if not isinstance(exc, Exception):
+    if not isinstance(exc, CLIENT_RACE_ERRORS):
         return False
     tb = exc.__traceback__
     while tb is not None:
         module = str(tb.tb_frame.f_globals.get("__name__", ""))
-        if module == "redis" or module.startswith("redis."):
+        if module.startswith(CLIENT_CONNECTION_MODULES):
             return True
         tb = tb.tb_next
     return False
@@ -533,6 +541,8 @@ class PubSubHub:
                 raise
             except Exception as exc:
                 if not isinstance(exc, RuntimeError) and not outage(exc):
+                    # A task nobody awaits: say it died, and why.
+                    log.exception("selection notifications from %s failed", shard.name or "redis")
                     raise
                 log.warning(
                     "selection notifications from %s interrupted (%r); subscribing again",
@@ -603,6 +613,7 @@ class PubSubHub:
                 raise
             except Exception as exc:
                 if not outage(exc):
+                    log.exception("subscribing selection notifications again failed")
                     raise
                 log.warning("selection notifications not subscribed again yet (%r)", exc)
             self._lost.difference_update(done)
@@ -917,24 +928,26 @@ class RedisStore:
 
         A single Redis must be a master (``ROLE``: a replica refuses writes). On a
         cluster every master the client knows must answer ``ROLE`` as a master and
-        see the cluster ``ok`` (``CLUSTER INFO``: every slot served); otherwise the
-        client reads the topology again and the answer is no.
+        see the cluster ``ok`` (``CLUSTER INFO``: every slot served); otherwise, or
+        when a node does not answer, the client reads the topology again and asks
+        once more. All of it within one ``store_timeout``.
 
         After an OOM refusal the process is not ready until a write succeeds, Redis
         has room again (``INFO memory``: see :func:`_has_room`), or FULL_HOLD seconds
         pass without another refusal (then writes are tried again).
         """
+        deadline = asyncio.get_running_loop().time() + self._timeout
+        why = await self._why_not_writable(deadline)
+        if why is not None and self._cluster:
+            # The topology the client read before a failover names a master that is
+            # gone or demoted: read it again and ask once more, within the same time.
+            self._rediscover()
+            why = await self._why_not_writable(deadline)
+        if why is not None:
+            self._rediscover()
+            return self._ready(why)
         try:
-            async with self._guard():
-                why = await self._not_writable()
-                if why is not None and self._cluster:
-                    # The topology the client read before a failover names a master
-                    # that is gone or demoted: read it again, and ask once more.
-                    self._rediscover()
-                    why = await self._not_writable()
-                if why is not None:
-                    self._rediscover()
-                    return self._ready(why)
+            async with asyncio.timeout_at(deadline), self._guard():
                 full_at = self._full_at
                 if full_at is not None and time.monotonic() - full_at < FULL_HOLD:
                     info: Any = await self._redis.info("memory")
@@ -945,17 +958,33 @@ class RedisStore:
                         return self._ready("Redis is out of memory")
                 self._full_at = None
             return self._ready(None)
+        except TimeoutError:
+            return self._ready(f"Redis did not answer within {self._timeout:g} s (store_timeout).")
         except (StoreUnavailable, rex.RedisError, rex.RedisClusterException, OSError) as exc:
             return self._ready(str(exc))
 
+    async def _why_not_writable(self, deadline: float) -> str | None:
+        """Why the store cannot take writes (it does not answer by ``deadline``
+        included); None when it can."""
+        try:
+            async with asyncio.timeout_at(deadline), self._guard():
+                return await self._not_writable()
+        except TimeoutError:
+            return f"Redis did not answer within {self._timeout:g} s (store_timeout)."
+        except (StoreUnavailable, rex.RedisError, rex.RedisClusterException, OSError) as exc:
+            return str(exc)
+
     def _ready(self, why: str | None) -> bool:
-        """Whether ready (``why`` None); a change of the answer is logged, with why not."""
-        if why != self._unready:
-            if why is None:
+        """Whether ready (``why`` None). Turning not ready is a warning, with why; back
+        to ready, or another reason meanwhile, a line at info."""
+        was, self._unready = self._unready, why
+        if why is None:
+            if was is not None:
                 log.info("the store takes writes again")
-            else:
-                log.warning("not ready: %s", why)
-            self._unready = why
+        elif was is None:
+            log.warning("not ready: %s", why)
+        elif why != was:
+            log.info("still not ready: %s", why)
         return why is None
 
     async def _not_writable(self) -> str | None:
