@@ -198,7 +198,7 @@ class Cluster:
         raise RuntimeError(f"no live node knows who serves slot {slot}")
 
     def masters(self) -> list[Node]:
-        return [n for n in self.nodes if n.alive and self._role(n) == "master"]
+        return [n for n in self.nodes if n.alive and self.role(n) == "master"]
 
     def replica_of(self, master: Node) -> Node:
         replicas = master.client().info("replication")
@@ -207,7 +207,7 @@ class Cluster:
                 return self.node(int(value["port"]))
         raise RuntimeError(f"master {master.port} has no replica")
 
-    def _role(self, node: Node) -> str | None:
+    def role(self, node: Node) -> str | None:
         try:
             return str(_info(node.client(), "replication")["role"])
         except (redis.RedisError, OSError):

@@ -11,6 +11,7 @@ hash to every master.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import time
@@ -33,6 +34,7 @@ from featurestream.api.auth import hash_key
 from featurestream.api.deps import STREAM_ID_PATTERN
 from featurestream.config import Settings, parse_cluster_url
 from featurestream.store.keys import legacy_index_key, stream_keys, tenant_index_key
+from featurestream.store.redis import RedisStore
 from tests import support
 from tests.deploy.cluster import Cluster, Node
 from tests.faults.harness import Processes, ServerProcess
@@ -399,3 +401,28 @@ def test_a_subscription_follows_its_stream_when_the_slot_moves(
         assert ha.get(f"/v1/streams/{sid}/events", headers=h).status_code == 200
         assert ha.delete(f"/v1/streams/{sid}", headers=h).status_code == 204
     assert not [s for s in statuses.seen if s >= 500], statuses.seen
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+def test_readiness_after_a_failover_reads_the_topology_again(cluster: Cluster) -> None:
+    # A process whose cluster client read the topology before a (manual) failover asks
+    # the old master ROLE and hears "slave": before saying not ready, it reads the
+    # topology again and asks once more, so its first probe after the failover is right.
+    async def scenario() -> tuple[bool, bool]:
+        store = RedisStore.from_settings(Settings(store_url=cluster.url, key_prefix=PREFIX))
+        try:
+            before = await store.ping()
+            master = cluster.masters()[0]
+            heir = cluster.replica_of(master)
+            heir.client().execute_command("CLUSTER", "FAILOVER")
+            deadline = time.monotonic() + 20
+            while not (cluster.role(heir) == "master" and cluster.role(master) == "slave"):
+                assert time.monotonic() < deadline, "the manual failover did not happen"
+                await asyncio.sleep(0.05)
+            cluster.wait_healthy()
+            return before, await store.ping()
+        finally:
+            await store.close()
+
+    assert asyncio.run(scenario()) == (True, True)
