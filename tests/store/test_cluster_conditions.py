@@ -46,6 +46,12 @@ CONDITIONS = [
         "persist to disk."
     ),
     rex.ResponseError("BUSY Redis is busy running a script."),
+    # A master demoted (a failover, the old master back) while a WAIT blocked, or before.
+    rex.ResponseError(
+        "UNBLOCKED force unblock from blocking operation, instance state changed "
+        "(master -> replica?)"
+    ),
+    rex.ResponseError("ERR WAIT cannot be used with replica instances."),
     rex.ConnectionError("Error 111 connecting to 127.0.0.1:6381. Connection refused."),
     rex.TimeoutError("Timeout reading from 127.0.0.1:6381"),
 ]

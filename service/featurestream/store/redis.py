@@ -10,11 +10,12 @@ errors become StoreUnavailable here and nowhere else: among them a call that
 takes longer than ``store_timeout`` end to end (a hung Redis: SIGSTOP, a
 partition, a long fork), every cluster condition (MOVED or ASK the client
 could not follow in time, TRYAGAIN, CLUSTERDOWN, a slot no node serves, a node
-down, a demoted master: the client reads the topology again), ``OOM``
-refusals (StoreFull, Redis at ``maxmemory``), and a connection failing
-inside redis-py under a command, closed by another task (:func:`client_fault`). A call cut short by the timeout is cancelled inside
-redis-py, which then closes that connection instead of returning it to the
-pool with a reply still pending.
+down, a master demoted under a WAIT: the client reads the topology again),
+``OOM`` refusals (StoreFull, Redis at ``maxmemory``), and a connection failing
+inside redis-py under a command, closed by another task (:func:`client_fault`).
+A call cut short by the timeout is cancelled inside redis-py, which then
+closes that connection instead of returning it to the pool with a reply still
+pending.
 
 Cluster: ``redis+cluster://host:port[,host:port...]`` (``rediss+cluster://``
 for TLS) uses redis-py's cluster client, which routes each command to the
@@ -105,9 +106,11 @@ CLUSTER_CONDITIONS: tuple[type[BaseException], ...] = (
     rex.RedisClusterException,
 )
 # Error replies of a Redis that cannot take the write now (loading its data, a replica,
-# fewer good replicas than min-replicas-to-write, a master down).
+# fewer good replicas than min-replicas-to-write, a master down), or that became a
+# replica under a WAIT (UNBLOCKED) or before it (a WAIT sent to a replica).
 UNAVAILABLE_CODES = re.compile(
-    r"\b(LOADING|READONLY|MASTERDOWN|NOREPLICAS|CLUSTERDOWN|TRYAGAIN|MOVED|ASK|MISCONF|BUSY)\b"
+    r"\b(LOADING|READONLY|MASTERDOWN|NOREPLICAS|CLUSTERDOWN|TRYAGAIN|MOVED|ASK|MISCONF|BUSY"
+    r"|UNBLOCKED)\b|cannot be used with replica"
 )
 
 
