@@ -53,7 +53,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
@@ -763,6 +763,9 @@ class RedisStore:
             # redis-py's own flag: RedisCluster.initialize() runs again on the next call.
             self._redis._initialize = True
 
+    def _timed_out(self) -> str:
+        return f"Redis did not answer within {self._timeout:g} s (store_timeout)."
+
     @asynccontextmanager
     async def _guard(self) -> AsyncIterator[None]:
         """Every store call: bounded by ``store_timeout``, Redis errors as StoreUnavailable."""
@@ -771,9 +774,7 @@ class RedisStore:
                 yield
         except TimeoutError as exc:
             self._rediscover()
-            raise StoreUnavailable(
-                f"Redis did not answer within {self._timeout:g} s (store_timeout)."
-            ) from exc
+            raise StoreUnavailable(self._timed_out()) from exc
         except rex.OutOfMemoryError as exc:
             self._full_at = time.monotonic()
             log.warning("Redis refused a write: out of memory (maxmemory): %s", exc)
@@ -795,6 +796,7 @@ class RedisStore:
                 raise StoreUnavailable(f"Redis cannot serve writes: {exc}") from exc
             raise
         except Exception as exc:
+            # A Redis error not handled above is a bug (a script error): it stays itself.
             if isinstance(exc, rex.RedisError) or not client_fault(exc):
                 raise
             self._rediscover()
@@ -940,42 +942,44 @@ class RedisStore:
         pass without another refusal (then writes are tried again).
         """
         deadline = asyncio.get_running_loop().time() + self._timeout
-        why = await self._why_not_writable(deadline)
+        why = await self._why_not(deadline, self._not_writable)
         if why is not None and self._cluster:
             # The topology the client read before a failover names a master that is
             # gone or demoted: read it again and ask once more, within the same time.
             self._rediscover()
-            why = await self._why_not_writable(deadline)
+            why = await self._why_not(deadline, self._not_writable)
         if why is not None:
             self._rediscover()
-            return self._ready(why)
-        try:
-            async with asyncio.timeout_at(deadline), self._guard():
-                full_at = self._full_at
-                if full_at is not None and time.monotonic() - full_at < FULL_HOLD:
-                    info: Any = await self._redis.info("memory")
-                    if self._cluster:
-                        if not all(_has_room(i) for i in info.values() if isinstance(i, dict)):
-                            return self._ready("a node is out of memory")
-                    elif not _has_room(info):
-                        return self._ready("Redis is out of memory")
-                self._full_at = None
-            return self._ready(None)
-        except TimeoutError:
-            return self._ready(f"Redis did not answer within {self._timeout:g} s (store_timeout).")
-        except (StoreUnavailable, rex.RedisError, rex.RedisClusterException, OSError) as exc:
-            return self._ready(str(exc))
+        else:
+            why = await self._why_not(deadline, self._no_room)
+        return self._ready(why)
 
-    async def _why_not_writable(self, deadline: float) -> str | None:
-        """Why the store cannot take writes (it does not answer by ``deadline``
-        included); None when it can."""
+    async def _why_not(
+        self, deadline: float, check: Callable[[], Awaitable[str | None]]
+    ) -> str | None:
+        """What ``check`` says stands in the way, or that Redis did not answer or
+        failed by ``deadline``; None when nothing does."""
         try:
             async with asyncio.timeout_at(deadline), self._guard():
-                return await self._not_writable()
+                return await check()
         except TimeoutError:
-            return f"Redis did not answer within {self._timeout:g} s (store_timeout)."
+            return self._timed_out()
         except (StoreUnavailable, rex.RedisError, rex.RedisClusterException, OSError) as exc:
             return str(exc)
+
+    async def _no_room(self) -> str | None:
+        """Out of memory, within FULL_HOLD seconds of a refusal; None otherwise (and the
+        refusal is forgotten)."""
+        full_at = self._full_at
+        if full_at is not None and time.monotonic() - full_at < FULL_HOLD:
+            info: Any = await self._redis.info("memory")
+            if self._cluster:
+                if not all(_has_room(i) for i in info.values() if isinstance(i, dict)):
+                    return "a node is out of memory"
+            elif not _has_room(info):
+                return "Redis is out of memory"
+        self._full_at = None
+        return None
 
     def _ready(self, why: str | None) -> bool:
         """Whether ready (``why`` None). Turning not ready is a warning, with why; back
