@@ -9,7 +9,7 @@ can slip through as a 500.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from unittest import mock
 
@@ -57,32 +57,51 @@ CONDITIONS = [
 ]
 
 
+@pytest.fixture
+async def offline() -> AsyncIterator[RedisStore]:
+    """A store on a port nothing listens on: the guard alone, fed errors by the test."""
+    client = aioredis.Redis.from_url("redis://127.0.0.1:1/0")
+    yield RedisStore(client)
+    await client.aclose()
+
+
 @pytest.mark.parametrize("condition", CONDITIONS, ids=lambda e: type(e).__name__)
-async def test_a_cluster_condition_is_store_unavailable(condition: Exception) -> None:
-    client = aioredis.Redis.from_url("redis://127.0.0.1:1/0")
-    store = RedisStore(client)
-    try:
-        with pytest.raises(StoreUnavailable):
-            async with store._guard():
-                raise condition
-    finally:
-        await client.aclose()
+async def test_a_cluster_condition_is_store_unavailable(
+    offline: RedisStore, condition: Exception
+) -> None:
+    with pytest.raises(StoreUnavailable):
+        async with offline._guard():
+            raise condition
 
 
-async def test_other_errors_are_not_hidden() -> None:
-    client = aioredis.Redis.from_url("redis://127.0.0.1:1/0")
-    store = RedisStore(client)
-    try:
-        # A bug (a script error, a CROSSSLOT the code should never cause) stays an error.
-        for error in (
-            rex.ResponseError("ERR Error running script: TASK failed"),
-            rex.ClusterCrossSlotError("Keys in request don't hash to the same slot"),
-        ):
-            with pytest.raises(type(error)):
-                async with store._guard():
-                    raise error
-    finally:
-        await client.aclose()
+# A bug stays an error (a 500 with its traceback logged, not a 503 clients would retry
+# forever): a script error, a CROSSSLOT the code should never cause, an error of the
+# store's own code under the guard.
+BUGS = [
+    rex.ResponseError("ERR Error running script: TASK failed"),
+    rex.ClusterCrossSlotError("Keys in request don't hash to the same slot"),
+    AttributeError("x"),
+    TypeError("y"),
+    KeyError("z"),
+]
+
+
+@pytest.mark.parametrize("error", BUGS, ids=lambda e: type(e).__name__)
+async def test_other_errors_are_not_hidden(offline: RedisStore, error: Exception) -> None:
+    with pytest.raises(type(error)):
+        async with offline._guard():
+            raise error
+
+
+async def test_a_call_redis_py_refuses_is_not_hidden(offline: RedisStore) -> None:
+    # Only a connection failing under a command counts as an outage: a call to redis-py
+    # with wrong arguments, refused inside redis-py before any connection, is a bug.
+    with pytest.raises(AttributeError):
+        async with offline._guard():
+            await offline._redis.zadd("k", [("a", 1)])
+    with pytest.raises(IndexError):
+        async with offline._guard():
+            await offline._redis.execute_command()
 
 
 @pytest.mark.redis
@@ -111,28 +130,6 @@ async def test_a_connection_closed_under_a_command_is_store_unavailable(
         # The client connects again on its next call.
         with pytest.raises(StreamNotFound):
             await store.head("s")
-    finally:
-        await client.aclose()
-
-
-async def test_an_error_of_the_store_itself_is_not_hidden() -> None:
-    # Only a connection failing under a command counts as an outage: a bug of the
-    # store's own code under the guard, or a call to redis-py with wrong arguments
-    # (refused inside redis-py, before any connection), stays itself: a 500 with its
-    # traceback logged, not a 503 clients would retry forever.
-    client = aioredis.Redis.from_url("redis://127.0.0.1:1/0")
-    store = RedisStore(client)
-    try:
-        for error in (AttributeError("x"), TypeError("y"), KeyError("z")):
-            with pytest.raises(type(error)):
-                async with store._guard():
-                    raise error
-        with pytest.raises(AttributeError):
-            async with store._guard():
-                await client.zadd("k", [("a", 1)])  # type: ignore[arg-type]
-        with pytest.raises(IndexError):
-            async with store._guard():
-                await client.execute_command()
     finally:
         await client.aclose()
 
