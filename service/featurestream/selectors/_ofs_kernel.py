@@ -24,6 +24,9 @@ It reproduces ``OFS`` decision for decision and weight for weight:
   chunk then goes through the dense kernel. A standardised sparse instance is
   dense, so this costs O(d) per instance whatever the sparsity.
 
+The kernels run without the interpreter lock (``_jit``), so the event loop
+goes on while a worker thread learns a batch.
+
 Numba is imported with this module, which ``OFS`` imports on its first batch,
 so importing ``featurestream.selectors`` stays cheap. The compiled code is
 cached on disk (``cache=True``) so it is compiled once per machine; where no

@@ -35,15 +35,23 @@ _PW_BLOCK = 128
 def _jit(f: _F, **options: Any) -> _F:
     """``numba.njit`` with an on-disk cache, or without one where none can be written.
 
+    The compiled code releases the interpreter lock (``nogil``): a stream's
+    batch is learnt in a worker thread, and the event loop goes on reading
+    frames and answering reads meanwhile. The kernels touch only the arrays
+    they are given, which their caller owns. Numba's cache key holds neither
+    these options nor the decorator: a cache is renewed when its module's
+    source changes, so a change here goes with a change to every module that
+    compiles kernels (their docstrings say what this sets).
+
     Numba looks for a writable cache directory (next to this file, then the
     user's cache directory) when the decorator is applied and raises
     RuntimeError if there is none, e.g. a read-only install run by a user
     without a writable home: the kernels then compile in each process.
     """
     try:
-        compiled = njit(cache=True, **options)(f)
+        compiled = njit(cache=True, nogil=True, **options)(f)
     except RuntimeError:
-        compiled = njit(cache=False, **options)(f)
+        compiled = njit(cache=False, nogil=True, **options)(f)
     return cast(_F, compiled)
 
 

@@ -3,7 +3,8 @@
 OFS-P draws the features it observes from ``numpy.random.default_rng([seed,
 t])``, which compiled code cannot reproduce: ``partial_draws`` makes the draws
 in Python (they do not depend on w) and the kernels here apply them, a bounded
-number of rows at a time. See ``_ofs_kernel`` for the full-input mode.
+number of rows at a time. See ``_ofs_kernel`` for the full-input mode; like
+its kernels, these run without the interpreter lock.
 """
 
 from __future__ import annotations

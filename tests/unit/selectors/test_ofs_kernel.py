@@ -374,3 +374,18 @@ def test_jit_compiles_without_a_writable_cache(monkeypatch: pytest.MonkeyPatch) 
 
     compiled = _ofs_ops._jit(twice)
     assert compiled(np.arange(3.0)).tolist() == [0.0, 2.0, 4.0]
+
+
+def test_every_kernel_releases_the_interpreter_lock() -> None:
+    # A batch is learnt in a worker thread while the event loop serves reads: a
+    # kernel holding the lock would stall the loop for the whole batch.
+    from numba.core.registry import CPUDispatcher
+
+    kernels = [
+        obj
+        for module in (_ofs_ops, _ofs_kernel, _ofs_partial)
+        for obj in vars(module).values()
+        if isinstance(obj, CPUDispatcher)
+    ]
+    assert len(kernels) >= 10
+    assert [k.py_func.__name__ for k in kernels if not k.targetoptions.get("nogil")] == []
