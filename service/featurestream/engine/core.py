@@ -43,7 +43,7 @@ from featurestream.engine.budget import Budget
 from featurestream.engine.cache import Live, StreamCache, footprint
 from featurestream.engine.catalogue import check_names
 from featurestream.engine.events import read_events
-from featurestream.engine.frames import Frame, Reply, apply_frames, attempt_frames
+from featurestream.engine.frames import Frame, Reply, apply_frames, attempt_frames, contiguous
 from featurestream.engine.idempotency import (
     INLINE_BYTES,
     content_bytes,
@@ -444,7 +444,7 @@ class StreamEngine:
                 checked.append(f)
             except LimitExceeded as exc:
                 checked.append(Frame(f.seq, error=exc))
-        digests = await self._frame_digests(checked)
+        ready, digests = await self._frame_digests(checked)
 
         async def stored(seq: int) -> bytes | None:
             return await self.store.stored_response(stream_id, producer, seq)
@@ -464,7 +464,7 @@ class StreamEngine:
             )
 
         async def attempt(live: Live) -> Attempt[FramesResult]:
-            return await attempt_frames(stream_id, live, checked, producer, digests, stored, apply)
+            return await attempt_frames(stream_id, live, ready, producer, digests, stored, apply)
 
         return await self._transact(stream_id, "instances", producer, attempt)
 
@@ -487,15 +487,19 @@ class StreamEngine:
         return content_digest(kind, *parts)
 
     @staticmethod
-    async def _frame_digests(frames: Sequence[Frame]) -> dict[int, bytes]:
-        """Each frame's digest, by seq: of its instances, or of why it was refused."""
+    async def _frame_digests(
+        frames: Sequence[Frame],
+    ) -> tuple[Sequence[Frame], dict[int, bytes]]:
+        """The frames, dense ones made contiguous (``contiguous``), and each one's digest
+        by seq: of its instances, or of why it was refused."""
 
-        def digests() -> dict[int, bytes]:
-            return {
+        def digests() -> tuple[Sequence[Frame], dict[int, bytes]]:
+            ready = [contiguous(f) for f in frames]
+            return ready, {
                 f.seq: content_digest("instances", f.X, f.y)
                 if f.error is None
                 else content_digest("refused", f.error.message)
-                for f in frames
+                for f in ready
             }
 
         if sum(content_bytes(f.X, f.y) for f in frames) > INLINE_BYTES:

@@ -40,8 +40,8 @@ from featurestream.selectors import InstanceSelector
 class Frame:
     """One frame of instances from a connection, numbered ``seq`` by it.
 
-    ``X`` and ``y`` are as decoded (float32 frames stay float32: the selector
-    converts them in the worker thread). ``error`` is set for a frame refused
+    ``X`` and ``y`` are as decoded (float32 frames stay float32 on the event loop:
+    ``contiguous`` converts them in a worker thread). ``error`` is set for a frame refused
     before reaching the engine (it could not be decoded): it changes no state
     but uses up its seq.
     """
@@ -50,6 +50,28 @@ class Frame:
     X: npt.NDArray[np.floating[Any]] | None = None
     y: npt.NDArray[np.floating[Any]] | None = None
     error: FeatureStreamError | None = None
+
+
+def contiguous(frame: Frame) -> Frame:
+    """The frame with a dense X as one C-contiguous float64 block.
+
+    A binary frame's X is a view of the bytes received that skips the label
+    column, and the selector needs it contiguous: the copy is made here, once,
+    in the worker thread that hashes the frame (``idempotency.py``), so the hash
+    reads it while it is in cache and the selector does not copy it again.
+    float32 becomes float64 (exactly, as the selector would convert it).
+
+    >>> A = np.arange(6, dtype=np.float32).reshape(2, 3)
+    >>> f = contiguous(Frame(7, A[:, :-1], A[:, -1]))
+    >>> f.seq, f.X.tolist(), f.X.dtype.name, f.X.flags.c_contiguous
+    (7, [[0.0, 1.0], [3.0, 4.0]], 'float64', True)
+    >>> contiguous(f) is f
+    True
+    """
+    X = frame.X
+    if not isinstance(X, np.ndarray) or (X.dtype == np.float64 and X.flags.c_contiguous):
+        return frame
+    return Frame(frame.seq, np.ascontiguousarray(X, dtype=np.float64), frame.y, frame.error)
 
 
 # One applied or refused frame: its reply, and the response stored for its seq.
@@ -194,4 +216,4 @@ def apply_frames(
     return outcome_of(live, version, events, (), before, frames[-1].seq, producer), replies
 
 
-__all__ = ["Frame", "apply_frames", "attempt_frames"]
+__all__ = ["Frame", "apply_frames", "attempt_frames", "contiguous"]
