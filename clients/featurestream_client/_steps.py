@@ -70,7 +70,7 @@ class Send:
     """Send one message on a connection."""
 
     conn: Any
-    data: str | bytes
+    data: str | bytes | bytearray
 
 
 @dataclass(frozen=True)

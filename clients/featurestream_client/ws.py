@@ -20,7 +20,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import numpy as np
 import numpy.typing as npt
 
-from featurestream_client._data import instances_bytes, npy_bytes
+from featurestream_client._data import instances_bytes, npy_frame
 from featurestream_client.errors import (
     FeatureStreamError,
     NotFound,
@@ -86,7 +86,7 @@ class Frame:
     """
 
     seq: int
-    data: str | bytes
+    data: str | bytes | bytearray
     rows: Rows | None = None
 
 
@@ -178,7 +178,7 @@ class InstanceFeed:
             out.append(frame)
         return out
 
-    def _encode(self, X: npt.NDArray[np.float64], labels: Any) -> str | bytes:
+    def _encode(self, X: npt.NDArray[np.float64], labels: Any) -> str | bytes | bytearray:
         if not self.supervised:
             # An unsupervised selector ignores labels, and it reads a binary frame's
             # every column as a feature: labels must not travel in one.
@@ -191,9 +191,9 @@ class InstanceFeed:
         if hasattr(X, "nnz"):  # sparse rows always travel as an .npz frame
             return instances_bytes(X, labels)[0]
         if labels is not None and self.binary and not strings:
-            return npy_bytes(np.column_stack([X, labels]))
+            return npy_frame(X, labels)
         if labels is None and self.binary and not self.supervised:
-            return npy_bytes(X)
+            return npy_frame(X)
         body: dict[str, Any] = {"seq": self.next_seq, "X": X.tolist()}
         if labels is not None:
             body["y"] = labels if strings else labels.tolist()

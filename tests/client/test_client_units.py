@@ -182,14 +182,14 @@ def test_labelled_frames_are_binary_unlabelled_ones_as_the_algorithm_says() -> N
     X = np.arange(6.0).reshape(3, 2)
     labelled = ws.InstanceFeed(iter([(X, np.array([1.0, -1.0, 1.0]))]), first_seq=1)
     frame = labelled.take()[0].data
-    assert isinstance(frame, bytes)
+    assert isinstance(frame, (bytes, bytearray))  # a binary frame, not a text one
     np.testing.assert_array_equal(np.load(io.BytesIO(frame)), np.column_stack([X, [1, -1, 1]]))
     # To an unsupervised stream every unlabelled frame is .npy, the first one too,
     # and the window fills at once: nothing waits for an answer.
     unlabelled = ws.InstanceFeed(iter([(X, None)] * 3), first_seq=4, supervised=False)
     frames = unlabelled.take()
     assert [f.seq for f in frames] == [4, 5, 6]
-    assert all(isinstance(f.data, bytes) for f in frames)
+    assert all(isinstance(f.data, (bytes, bytearray)) for f in frames)
     for f in frames:
         np.testing.assert_array_equal(np.load(io.BytesIO(f.data)), X)  # type: ignore[arg-type]
     # To a supervised stream they stay JSON (it refuses them: labels are missing),

@@ -258,12 +258,14 @@ def test_instances_are_not_streamed_to_a_feature_stream(client: Client) -> None:
 class _Recorder:
     """A client connection that records what is sent on it (everything else passes through)."""
 
-    def __init__(self, conn: object, sent: list[str | bytes], opened: list[object]) -> None:
+    def __init__(
+        self, conn: object, sent: list[str | bytes | bytearray], opened: list[object]
+    ) -> None:
         self._conn = conn
         self._sent = sent
         opened.append(conn)
 
-    def send(self, data: str | bytes) -> None:
+    def send(self, data: str | bytes | bytearray) -> None:
         self._sent.append(data)
         self._conn.send(data)  # type: ignore[attr-defined]
 
@@ -272,7 +274,7 @@ class _Recorder:
 
 
 def _recording(client: Client, monkeypatch: pytest.MonkeyPatch) -> tuple[list, list]:
-    sent: list[str | bytes] = []
+    sent: list[str | bytes | bytearray] = []
     opened: list[object] = []
     connect = client._ws_connect
     monkeypatch.setattr(
@@ -295,7 +297,7 @@ def test_unsupervised_frames_travel_binary_without_compression(
     assert got.selected == want.selected
     # All FSDS frames are binary .npy, the first one too.
     binary_run = sent[:10]
-    assert len(binary_run) == 10 and all(isinstance(f, bytes) for f in binary_run)
+    assert len(binary_run) == 10 and all(isinstance(f, (bytes, bytearray)) for f in binary_run)
     assert all(np.load(io.BytesIO(f)).shape == (200, 100) for f in binary_run)
     # The SDK offers no permessage-deflate, so none is negotiated.
     assert opened and all(conn.protocol.extensions == [] for conn in opened)  # type: ignore[attr-defined]
@@ -333,7 +335,7 @@ def test_handles_read_the_stream_and_the_client_reads_the_catalogue_once(
         assert handle.info is None
         assert handle.stream_instances(X[:400], batch_size=200).instances_seen == seen
         assert handle.info is not None and handle.info.algorithm == "fsds"
-    assert len(sent) == 4 and all(isinstance(f, bytes) for f in sent)
+    assert len(sent) == 4 and all(isinstance(f, (bytes, bytearray)) for f in sent)
     assert paths.count("/v1/algorithms") == 1
     assert paths.count(f"/v1/streams/{created.id}") == 2
 
