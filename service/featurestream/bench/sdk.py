@@ -51,7 +51,7 @@ class _Counted:
         self._conn = conn
         self._sent = sent
 
-    def send(self, data: str | bytes) -> None:
+    def send(self, data: str | bytes | bytearray) -> None:
         self._sent[0] += len(data)
         self._conn.send(data)
 
@@ -148,13 +148,19 @@ def instances_sdk(
     params: dict[str, Any],
     budget: float | None = None,
     server: SpawnedServer | None = None,
-    window: int = 64,
+    window: int | None = None,
 ) -> RunResult:
-    """``stream_instances`` of the data set's own rows (float64, or CSR), timed with encoding."""
+    """``stream_instances`` of the data set's own rows (float64, or CSR), timed with encoding.
+
+    The client has the SDK's defaults, its window of unanswered frames too,
+    unless ``window`` is smaller (a slow selector: see ``runs.window_for``).
+    """
     supervised = catalogue.supervised(algorithm)
     frame = data.spec.frame
     deadline = Deadline(budget)
-    c = CountingClient(url, window=window)
+    c = CountingClient(url)
+    if window is not None:
+        c.window = min(c.window, window)
     with c:
         # Untimed: the first frame of its kind loads the server's compiled kernels
         # (once per process; a server warms them at start-up unless told not to).

@@ -208,12 +208,14 @@ def instances_writer(url: str, sid: str, stop: Any, counter: Any, write_rate: fl
 
     batches = [(X.astype("float64"), y.astype("float64")) for X, y in frames(50)]
 
-    def source() -> Any:
-        for i in paced(stop, write_rate):
-            counter.value = max(0, i - WINDOW) * FRAME
-            yield batches[i % len(batches)]
+    # The SDK's own window, as a user's call gets it.
+    with Client(url, timeout=600) as c:
 
-    with Client(url, timeout=600, window=WINDOW) as c:
+        def source() -> Any:
+            for i in paced(stop, write_rate):
+                counter.value = max(0, i - c.window) * FRAME
+                yield batches[i % len(batches)]
+
         c.stream(sid).stream_instances(source(), batch_size=FRAME)
 
 
