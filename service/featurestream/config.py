@@ -183,6 +183,16 @@ class Settings(BaseSettings):
         "hundreds of thousands of short-lived objects, and at the default each of the "
         "frequent collections also walks the older generations: most of the write's time.",
     )
+    malloc_keep_mb: int = Field(
+        256,
+        ge=0,
+        description="MiB of freed memory the C allocator (glibc) keeps for reuse instead of "
+        "handing it back to the system, and the size up to which large buffers come from "
+        "that memory (32 MiB at most). A frame or a body of megabytes is allocated and "
+        "freed several times over while it is read: handed back each time, it costs "
+        "hundreds of page faults to take again. 0 keeps the allocator's defaults; no "
+        "effect on other C libraries.",
+    )
     switch_interval: float = Field(
         0.0002,
         gt=0,

@@ -1,5 +1,6 @@
 """Rendering a features write: the one-pass renderer equals the per-decision documents,
-the server process's garbage-collector tuning, and the client's lazy decisions."""
+the server process's garbage-collector and allocator tuning, and the client's lazy
+decisions."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import subprocess
 import sys
 
 import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -74,6 +76,41 @@ def test_a_server_process_collects_garbage_less_often() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["700", "100000", "True", "True", "100000"]
+
+
+_BUFFERS = """
+import resource, sys
+from featurestream.api.app import tune_malloc
+applied = tune_malloc(int(sys.argv[1]))
+def frames():
+    # Four buffers of a frame's size, written and freed, fifty times over.
+    for _ in range(50):
+        bufs = [bytearray(800_000) for _ in range(4)]
+        for b in bufs:
+            b[::4096] = bytes(len(b[::4096]))
+        del bufs
+frames()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+frames()
+print(applied, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="glibc's allocator")
+def test_a_server_process_reuses_freed_buffers() -> None:
+    def faults(keep_mb: int) -> list[str]:
+        out = subprocess.run(
+            [sys.executable, "-c", _BUFFERS, str(keep_mb)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return out.stdout.split()
+
+    applied, taken = faults(0)
+    assert applied == "False" and int(taken) > 200  # the memory went back, page by page
+    applied, taken = faults(256)
+    assert applied == "True" and int(taken) < 20
 
 
 def test_a_server_process_freezes_the_kernels_it_warms() -> None:
