@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given
+from hypothesis import strategies as st
 
 import featurestream_client as fc
 from featurestream_client import _core, _data, _groups, ws
@@ -301,3 +303,36 @@ def test_resync_probes_with_a_seq_no_producer_reaches() -> None:
     reply, calls = run(c.write_op(lambda seq: Call("POST", "/w", json={"seq": seq})), answer)
     assert [call.json["seq"] for call in calls] == [_core.PROBE_SEQ, 8]
     assert c.producer.next_seq == 9 and reply.json()["seq"] == 8
+
+
+@given(
+    m=st.integers(1, 40),
+    d=st.integers(1, 30),
+    labelled=st.booleans(),
+    strided=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_npy_frames_are_the_bytes_numpy_saves(
+    m: int, d: int, labelled: bool, strided: bool, seed: int
+) -> None:
+    # Written in place, a frame must be byte for byte what np.save writes for the
+    # stacked rows, whatever the layout the rows came in (a slice of a wider array).
+    rng = np.random.default_rng(seed)
+    wide = rng.normal(size=(m, 2 * d)) * 10.0 ** rng.integers(-300, 300)
+    X = wide[:, ::2] if strided else np.ascontiguousarray(wide[:, :d])
+    y = rng.choice([-1.0, 1.0], size=m) if labelled else None
+    buf = io.BytesIO()
+    np.save(buf, X if y is None else np.column_stack([X, y]))
+    assert bytes(_data.npy_frame(X, y)) == buf.getvalue()
+    assert _data.npy_bytes(X) == bytes(_data.npy_frame(X))
+
+
+def test_finiteness_is_checked_exactly_where_sums_overflow() -> None:
+    big = np.full((64, 100), 1e308)
+    assert _data._all_finite(big)  # its row sums overflow: every value is looked at
+    big[63, 99] = np.inf
+    assert not _data._all_finite(big)
+    small = np.ones((64, 100))
+    small[5, 7] = np.nan
+    with pytest.raises(fc.InvalidInput, match="'#7' contains NaN"):
+        _data._finite_or_raise(small, None, "Column")
