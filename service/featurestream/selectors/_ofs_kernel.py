@@ -53,7 +53,6 @@ from featurestream.selectors._ofs_ops import (
     _jit,
     _keep_largest,
     _merge,
-    _prefetch,
     _select,
     _standardise,
     _sum,
@@ -258,14 +257,6 @@ def _learn_dense(
     mistakes = 0
     for i in range(m):
         x = X[i]
-        if one_pass and i + 2 < m:
-            # The dot reads x at S only, so the hardware sees no stream of rows
-            # to fetch ahead: the row two instances on is asked for now, for
-            # the step that reads it all (half the instances, often).
-            ahead = X[i + 2]
-            for j in range(0, d, 8):  # a cache line holds 8 float64
-                _prefetch(ahead, j)
-            _prefetch(ahead, d - 1)  # the row need not start a line
         yi = labels[i]
         f = _dot(w, x, S, nS, tmp)
         pred = 1 if f >= 0.0 else -1  # sign(0) = +1
