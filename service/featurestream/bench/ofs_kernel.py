@@ -11,8 +11,8 @@ This measures, in one run and with one BLAS thread, the wall time of
 on n instances of d dense features, with ``num_features`` = d (no truncation)
 and a small budget (truncation at every step), and prints min / median / max
 over the repeats. The compile (or the load of the cached compiled code)
-happens in a warm-up run before the timed ones, and each timed run follows an
-untimed run of the same implementation.
+happens in a warm-up run before the timed ones; each implementation then runs
+``WARM_RUNS`` untimed times and its timed runs back to back.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ Vector = npt.NDArray[np.float64]
 Matrix = npt.NDArray[np.float64]
 
 IMPLEMENTATIONS = ("ofs in process", "plain numpy loop")
+# Untimed runs of an implementation before its timed ones.
+WARM_RUNS = 2
 
 
 def plain_ofs(
@@ -123,14 +125,15 @@ def run(
             B = d if budget is None else budget
             times: dict[str, list[float]] = {name: [] for name in IMPLEMENTATIONS}
             mistakes: dict[str, int] = {}
-            # Interleaved, so a slower stretch of a shared machine hits both alike; each
-            # timed run follows an untimed one of its own, so it is not charged for the
-            # state the other implementation left behind (caches, branch predictors: the
-            # first OFS run after the plain loop at num_features = 20, which runs ten times
-            # as long, took up to a third longer than the next one).
-            for _ in range(repeat):
-                for name in IMPLEMENTATIONS:
+            # Each implementation's runs back to back, after untimed ones of its own: the
+            # first run after the other implementation's (or after an idle moment) took
+            # up to a third longer than the next ones on a 2-core VM, and the plain loop
+            # at num_features = 20 runs ten times as long as OFS, so interleaving charged
+            # that to whichever ran after it.
+            for name in IMPLEMENTATIONS:
+                for _ in range(WARM_RUNS):
                     _one(name, X, y, B)
+                for _ in range(repeat):
                     t = time.perf_counter()
                     mistakes[name] = _one(name, X, y, B)
                     times[name].append(time.perf_counter() - t)
