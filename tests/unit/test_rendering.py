@@ -5,6 +5,7 @@ decisions."""
 from __future__ import annotations
 
 import ast
+import platform
 import subprocess
 import sys
 
@@ -96,7 +97,7 @@ print(applied, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="glibc's allocator")
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's allocator")
 def test_a_server_process_reuses_freed_buffers() -> None:
     def faults(keep_mb: int) -> list[str]:
         out = subprocess.run(

@@ -193,14 +193,16 @@ def app_from_env() -> FastAPI:
     sys.setswitchinterval(settings.switch_interval)
     app = create_app(settings)
     tune_gc(settings.gc_threshold)
-    tune_malloc(settings.malloc_keep_mb)
+    if settings.malloc_keep_mb and not tune_malloc(settings.malloc_keep_mb):
+        log.info("malloc_keep_mb not applied: the C library is not glibc")
     return app
 
 
-# mallopt's parameters (glibc's malloc.h).
+# mallopt's parameters (glibc's malloc.h). glibc caps the mapping threshold at
+# 32 MiB on 64-bit builds (4 MiB * sizeof(long)) and refuses anything above.
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
-_MMAP_MAX = 32 << 20
+_MMAP_MAX = (4 << 20) * ctypes.sizeof(ctypes.c_long)
 
 
 def tune_malloc(keep_mb: int) -> bool:
@@ -212,13 +214,15 @@ def tune_malloc(keep_mb: int) -> bool:
     800 KB (a frame's bytes, its unmasked copy, the contiguous array) took
     tens of thousands of page faults per 20,000 instances, each page zeroed
     by the kernel again. With the trim threshold at ``keep_mb`` and buffers up
-    to 32 MiB taken from the heap, freed buffers are reused instead. Returns
-    whether the allocator took the settings (False off glibc, or with 0).
+    to 32 MiB (16 MiB on 32-bit builds) taken from the heap, freed buffers are
+    reused instead. Returns whether the allocator took the settings (False off
+    glibc, or with 0).
     """
     if keep_mb <= 0 or not sys.platform.startswith("linux"):
         return False
     try:
         libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # noqa: B018 - glibc's own: its parameter numbers
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
