@@ -494,6 +494,8 @@ class StreamEngine:
         by seq: of its instances, or of why it was refused."""
 
         def digests() -> tuple[Sequence[Frame], dict[int, bytes]]:
+            # The float64 copies live until the group is applied: at most
+            # ws_group_max_frames of them, beside the bytes received.
             ready = [contiguous(f) for f in frames]
             return ready, {
                 f.seq: content_digest("instances", f.X, f.y)

@@ -40,10 +40,10 @@ from featurestream.selectors import InstanceSelector
 class Frame:
     """One frame of instances from a connection, numbered ``seq`` by it.
 
-    ``X`` and ``y`` are as decoded (float32 frames stay float32 on the event loop:
-    ``contiguous`` converts them in a worker thread). ``error`` is set for a frame refused
-    before reaching the engine (it could not be decoded): it changes no state
-    but uses up its seq.
+    ``X`` and ``y`` are as decoded (float32 frames stay float32 until
+    ``contiguous`` converts them: in a worker thread for a large group of
+    frames). ``error`` is set for a frame refused before reaching the engine
+    (it could not be decoded): it changes no state but uses up its seq.
     """
 
     seq: int
