@@ -378,10 +378,6 @@ def _npy_header(m: int, cols: int) -> bytes:
 
 def npy_bytes(arr: npt.NDArray[Any]) -> bytes:
     """The ``.npy`` of a 2-D array as float64, for a request body (httpx wants bytes)."""
-    if arr.ndim != 2:
-        buf = io.BytesIO()
-        np.save(buf, np.ascontiguousarray(arr, dtype=np.float64), allow_pickle=False)
-        return buf.getvalue()
     return bytes(npy_frame(arr))
 
 
