@@ -33,6 +33,28 @@ def test_run_times_both_implementations() -> None:
     assert "x OFS" in ofs_kernel.table(timings, 200)
 
 
+def test_run_times_ofs_at_every_budget_before_the_plain_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """OFS at each budget runs under the same conditions: none right after the plain loop."""
+    calls: list[tuple[str, int, int]] = []
+
+    def record(implementation: str, X: np.ndarray, y: np.ndarray, B: int) -> int:
+        calls.append((implementation, X.shape[0], B))
+        return 0
+
+    monkeypatch.setattr(ofs_kernel, "_one", record)
+    ofs_kernel.run(n=40, dims=[12], budgets=(None, 3), repeat=2)
+    timed = [(name, B) for name, rows, B in calls if rows == 40]
+    per_pair = ofs_kernel.WARM_RUNS + 2
+    assert timed == (
+        [("ofs in process", 12)] * per_pair
+        + [("ofs in process", 3)] * per_pair
+        + [("plain numpy loop", 12)] * per_pair
+        + [("plain numpy loop", 3)] * per_pair
+    )
+
+
 def test_bench_ofs_kernel_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["ofs-kernel", "--instances", "50", "--dim", "20", "--budget", "3", "--repeat", "1"]
     assert main(argv) == 0

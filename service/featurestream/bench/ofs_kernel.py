@@ -11,8 +11,9 @@ This measures, in one run and with one BLAS thread, the wall time of
 on n instances of d dense features, with ``num_features`` = d (no truncation)
 and a small budget (truncation at every step), and prints min / median / max
 over the repeats. The compile (or the load of the cached compiled code)
-happens in a warm-up run before the timed ones; each implementation then runs
-``WARM_RUNS`` untimed times and its timed runs back to back.
+happens in a warm-up run before the timed ones. OFS runs at every budget
+before the plain loop runs at any; at each budget an implementation runs
+``WARM_RUNS`` untimed times, then its timed runs back to back.
 """
 
 from __future__ import annotations
@@ -121,26 +122,33 @@ def run(
     for d in dims:
         X, y = make_stream(n, d, seed)
         _one(IMPLEMENTATIONS[0], X[:10], y[:10], d)  # compile, or load the cached code
-        for budget in budgets:
-            B = d if budget is None else budget
-            times: dict[str, list[float]] = {name: [] for name in IMPLEMENTATIONS}
-            mistakes: dict[str, int] = {}
-            # Each implementation's runs back to back, after untimed ones of its own: the
-            # first run after the other implementation's (or after an idle moment) took
-            # up to a third longer than the next ones on a 2-core VM, and the plain loop
-            # at num_features = 20 runs ten times as long as OFS, so interleaving charged
-            # that to whichever ran after it.
-            for name in IMPLEMENTATIONS:
+        Bs = [d if budget is None else budget for budget in budgets]
+        times: dict[tuple[str, int], list[float]] = {}
+        mistakes: dict[tuple[str, int], int] = {}
+        # Each implementation at every budget before the other implementation, each
+        # (implementation, budget) timed back to back after untimed runs of its own. The
+        # first run after the other implementation's (or after an idle moment) took up to
+        # a third longer than the next ones on a 2-core VM, and a run of OFS just after
+        # the plain loop's still took ~3% longer after two untimed ones; the plain loop
+        # at num_features = 20 runs ten times as long as OFS. Interleaving charged that
+        # to whichever ran after it, and timing the budgets implementation by
+        # implementation measures OFS at every budget under the same conditions.
+        for name in IMPLEMENTATIONS:
+            for B in Bs:
+                key = (name, B)
+                times[key] = []
                 for _ in range(WARM_RUNS):
                     _one(name, X, y, B)
                 for _ in range(repeat):
                     t = time.perf_counter()
-                    mistakes[name] = _one(name, X, y, B)
-                    times[name].append(time.perf_counter() - t)
+                    mistakes[key] = _one(name, X, y, B)
+                    times[key].append(time.perf_counter() - t)
+        for B in Bs:
             for name in IMPLEMENTATIONS:
-                out.append(Timing(name, d, B, tuple(times[name]), mistakes[name]))
+                key = (name, B)
+                out.append(Timing(name, d, B, tuple(times[key]), mistakes[key]))
                 if log is not None:
-                    print(f"d={d} B={B} {name}: {min(times[name]):.4f} s", file=log)
+                    print(f"d={d} B={B} {name}: {min(times[key]):.4f} s", file=log)
     return out
 
 
