@@ -55,6 +55,19 @@ def test_run_times_ofs_at_every_budget_before_the_plain_loop(
     )
 
 
+def test_run_keeps_a_budget_given_twice_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """num_features = d given as None and as d: two rows, each with its own runs."""
+    calls = iter(range(1000))
+    monkeypatch.setattr(ofs_kernel, "_one", lambda name, X, y, B: next(calls))
+    timings = ofs_kernel.run(n=40, dims=[12], budgets=(None, 12), repeat=2)
+    ofs_rows = [t for t in timings if t.implementation == "ofs in process"]
+    assert [t.num_features for t in ofs_rows] == [12, 12]
+    # Each row reports the last of its own runs (the fake returns the call's number: 0 is
+    # the compile, then two untimed and two timed runs per budget).
+    assert [t.mistakes for t in ofs_rows] == [4, 8]
+    assert all(len(t.times) == 2 for t in timings)
+
+
 def test_bench_ofs_kernel_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["ofs-kernel", "--instances", "50", "--dim", "20", "--budget", "3", "--repeat", "1"]
     assert main(argv) == 0

@@ -123,6 +123,7 @@ def run(
         X, y = make_stream(n, d, seed)
         _one(IMPLEMENTATIONS[0], X[:10], y[:10], d)  # compile, or load the cached code
         Bs = [d if budget is None else budget for budget in budgets]
+        # Keyed by the budget's position: two budgets may both mean num_features = d.
         times: dict[tuple[str, int], list[float]] = {}
         mistakes: dict[tuple[str, int], int] = {}
         # Each implementation at every budget before the other implementation, each
@@ -134,8 +135,8 @@ def run(
         # to whichever ran after it, and timing the budgets implementation by
         # implementation measures OFS at every budget under the same conditions.
         for name in IMPLEMENTATIONS:
-            for B in Bs:
-                key = (name, B)
+            for i, B in enumerate(Bs):
+                key = (name, i)
                 times[key] = []
                 for _ in range(WARM_RUNS):
                     _one(name, X, y, B)
@@ -143,9 +144,9 @@ def run(
                     t = time.perf_counter()
                     mistakes[key] = _one(name, X, y, B)
                     times[key].append(time.perf_counter() - t)
-        for B in Bs:
+        for i, B in enumerate(Bs):
             for name in IMPLEMENTATIONS:
-                key = (name, B)
+                key = (name, i)
                 out.append(Timing(name, d, B, tuple(times[key]), mistakes[key]))
                 if log is not None:
                     print(f"d={d} B={B} {name}: {min(times[key]):.4f} s", file=log)
