@@ -194,7 +194,7 @@ def app_from_env() -> FastAPI:
     app = create_app(settings)
     tune_gc(settings.gc_threshold)
     if settings.malloc_keep_mb and not tune_malloc(settings.malloc_keep_mb):
-        log.info("malloc_keep_mb not applied: the C library is not glibc")
+        log.info("malloc_keep_mb not applied: the C library is not glibc or refused it")
     return app
 
 
