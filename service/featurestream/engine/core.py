@@ -43,7 +43,7 @@ from featurestream.engine.budget import Budget
 from featurestream.engine.cache import Live, StreamCache, footprint
 from featurestream.engine.catalogue import check_names
 from featurestream.engine.events import read_events
-from featurestream.engine.frames import Frame, Reply, apply_frames, attempt_frames, contiguous
+from featurestream.engine.frames import Frame, Reply, apply_frames, attempt_frames, prepared
 from featurestream.engine.idempotency import (
     INLINE_BYTES,
     content_bytes,
@@ -444,7 +444,12 @@ class StreamEngine:
                 checked.append(f)
             except LimitExceeded as exc:
                 checked.append(Frame(f.seq, error=exc))
-        ready, digests = await self._frame_digests(checked)
+
+        async def digest_of(frame: Frame) -> bytes:
+            # A frame sent again: its digest decides whether it is a retry.
+            if content_bytes(frame.X, frame.y) > INLINE_BYTES:
+                return (await anyio.to_thread.run_sync(prepared, frame))[1]
+            return prepared(frame)[1]
 
         async def stored(seq: int) -> bytes | None:
             return await self.store.stored_response(stream_id, producer, seq)
@@ -464,7 +469,9 @@ class StreamEngine:
             )
 
         async def attempt(live: Live) -> Attempt[FramesResult]:
-            return await attempt_frames(stream_id, live, ready, producer, digests, stored, apply)
+            return await attempt_frames(
+                stream_id, live, checked, producer, digest_of, stored, apply
+            )
 
         return await self._transact(stream_id, "instances", producer, attempt)
 
@@ -485,28 +492,6 @@ class StreamEngine:
         if content_bytes(*parts) > INLINE_BYTES:
             return await anyio.to_thread.run_sync(partial(content_digest, kind, *parts))
         return content_digest(kind, *parts)
-
-    @staticmethod
-    async def _frame_digests(
-        frames: Sequence[Frame],
-    ) -> tuple[Sequence[Frame], dict[int, bytes]]:
-        """The frames, dense ones made contiguous (``contiguous``), and each one's digest
-        by seq: of its instances, or of why it was refused."""
-
-        def digests() -> tuple[Sequence[Frame], dict[int, bytes]]:
-            # The float64 copies live until the group is applied: at most
-            # ws_group_max_frames of them, beside the bytes received.
-            ready = [contiguous(f) for f in frames]
-            return ready, {
-                f.seq: content_digest("instances", f.X, f.y)
-                if f.error is None
-                else content_digest("refused", f.error.message)
-                for f in ready
-            }
-
-        if sum(content_bytes(f.X, f.y) for f in frames) > INLINE_BYTES:
-            return await anyio.to_thread.run_sync(digests)
-        return digests()
 
     def _check_instances(self, m: int) -> None:
         limit = self.settings.max_instances_per_request

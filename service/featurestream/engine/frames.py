@@ -4,7 +4,9 @@ A group of frames of one producer is classified seq by seq (see
 ``sequencing.py``): frames already applied are answered from their stored
 responses, the fresh ones are applied in a worker thread, each as its own
 batch, and the group is committed once (state, one ``batch`` event per frame,
-the producer's seq, one stored response per frame). A frame that is refused
+the producer's seq, one stored response per frame). A fresh frame's content
+digest (``idempotency.py``) is taken in the thread that applies it, right
+before it is learnt: one hand-off to a worker thread per group, not two. A frame that is refused
 (it could not be decoded, the selector refused its data, or it would make the
 state non-finite: ``NumericallyUnstable``) changes no state
 but uses up its seq: its ``error`` message is stored as its response.
@@ -12,7 +14,7 @@ but uses up its seq: its ``error`` message is stored as its response.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +24,7 @@ import numpy.typing as npt
 from featurestream.engine import wire
 from featurestream.engine.budget import Budget
 from featurestream.engine.cache import Live
-from featurestream.engine.idempotency import replayed, seal
+from featurestream.engine.idempotency import content_digest, replayed, seal
 from featurestream.engine.outcome import Attempt, Outcome, StaleCache, finite_state
 from featurestream.engine.results import (
     FrameAck,
@@ -41,8 +43,8 @@ class Frame:
     """One frame of instances from a connection, numbered ``seq`` by it.
 
     ``X`` and ``y`` are as decoded (float32 frames stay float32 until
-    ``contiguous`` converts them: in a worker thread for a large group of
-    frames). ``error`` is set for a frame refused before reaching the engine
+    ``contiguous`` converts them, in the worker thread that applies them).
+    ``error`` is set for a frame refused before reaching the engine
     (it could not be decoded): it changes no state but uses up its seq.
     """
 
@@ -57,8 +59,8 @@ def contiguous(frame: Frame) -> Frame:
 
     A binary frame's X is a view of the bytes received that skips the label
     column, and the selector needs it contiguous: the copy is made here, once,
-    in the worker thread that hashes the frame (``idempotency.py``), so the hash
-    reads it while it is in cache and the selector does not copy it again.
+    in the worker thread that hashes and applies the frame (``prepared``), so
+    the hash and the selector read it while it is in cache.
     float32 becomes float64 (exactly, as the selector would convert it).
 
     >>> A = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -74,7 +76,28 @@ def contiguous(frame: Frame) -> Frame:
     return Frame(frame.seq, np.ascontiguousarray(X, dtype=np.float64), frame.y, frame.error)
 
 
-# One applied or refused frame: its reply, and the response stored for its seq.
+def prepared(frame: Frame) -> tuple[Frame, bytes]:
+    """The frame ``contiguous``, and its content digest (``idempotency.py``).
+
+    The digest is that of the frame's instances and labels, or, for a frame
+    refused before reaching the engine, of why it was refused. Costly for a
+    large frame (a copy and a hash of every value): in a worker thread then.
+
+    >>> A = np.arange(6, dtype=np.float32).reshape(2, 3)
+    >>> f, digest = prepared(Frame(7, A[:, :-1], A[:, -1]))
+    >>> f.X.flags.c_contiguous, digest == content_digest("instances", A[:, :-1], A[:, -1])
+    (True, True)
+    >>> prepared(Frame(8, error=InvalidInput("bad")))[1] == content_digest("refused", "bad")
+    True
+    """
+    if frame.error is not None:
+        return frame, content_digest("refused", frame.error.message)
+    ready = contiguous(frame)
+    return ready, content_digest("instances", ready.X, ready.y)
+
+
+# One applied or refused frame: its reply, and the response stored for its seq
+# (sealed with the frame's content digest).
 Reply = tuple[int, FrameAck | Problem, bytes]
 # (live, version, events, names, before, seq, producer): see StreamEngine._outcome.
 OutcomeOf = Callable[
@@ -94,15 +117,17 @@ async def attempt_frames(
     live: Live,
     frames: Sequence[Frame],
     producer: str,
-    digests: Mapping[int, bytes],
+    digest_of: Callable[[Frame], Awaitable[bytes]],
     stored_response: Callable[[int], Awaitable[bytes | None]],
     apply: Apply,
 ) -> Attempt[FramesResult]:
     """Classify the frames, apply the fresh ones, and say what to commit.
 
-    ``digests`` holds each frame's content digest (``idempotency.py``): a frame
-    whose seq was applied with other content is refused (not fatally: the
-    connection goes on with its next frame) and uses up nothing.
+    A frame sent again is compared by its content digest (``digest_of``,
+    ``idempotency.py``) with the one its seq was applied with: a frame whose
+    seq was applied with other content is refused (not fatally: the
+    connection goes on with its next frame) and uses up nothing. Fresh frames
+    are hashed where they are applied (``apply_frames``).
     """
     shown = public_ids(stream_id, live)
     last = live.producers.get(producer, 0)
@@ -117,7 +142,8 @@ async def attempt_frames(
             stored = await stored_response(f.seq)
             if stored is not None:
                 try:
-                    body = replayed(stored, digests[f.seq], producer, f.seq, verdict.expected)
+                    digest = await digest_of(f)
+                    body = replayed(stored, digest, producer, f.seq, verdict.expected)
                 except SeqReused as exc:
                     results.append(FrameResult(f.seq, wire.problem_of(exc, shown)))
                     continue
@@ -140,7 +166,7 @@ async def attempt_frames(
     ordered = [r for r in results if not r.fatal]
     ordered += [FrameResult(seq, reply) for seq, reply, _ in replies]
     ordered += [r for r in results if r.fatal]
-    responses = [(seq, seal(digests[seq], body)) for seq, _, body in replies]
+    responses = [(seq, sealed) for seq, _, sealed in replies]
     if outcome is None:
         return Attempt(FramesResult(ordered, live.version), responses=responses)
     selection = outcome.selection if outcome.selection_changed else None
@@ -163,8 +189,11 @@ def apply_frames(
 ) -> tuple[Outcome | None, list[Reply]]:
     """Apply fresh frames in order (in a worker thread); refused frames keep the state.
 
-    Each frame's work has its own time ``budget`` (seconds, 0: none): a frame over
-    it is refused (``RequestTooExpensive``) like a frame of bad data.
+    Each frame is made ``contiguous`` and hashed (``prepared``) right before it
+    is learnt; its reply comes with its response sealed with that digest, as
+    its seq stores it. Each frame's work has its own time ``budget`` (seconds,
+    0: none): a frame over it is refused (``RequestTooExpensive``) like a frame
+    of bad data.
     """
     shown = public_ids(stream_id, live)
     sel = live.selector
@@ -173,13 +202,15 @@ def apply_frames(
     events: list[dict[str, Any]] = []
     replies: list[Reply] = []
 
-    def refuse(seq: int, error: FeatureStreamError) -> None:
+    def refuse(seq: int, error: FeatureStreamError, digest: bytes) -> None:
         problem = wire.problem_of(error, shown)
-        replies.append((seq, problem, wire.error_message(problem, seq)))
+        replies.append((seq, problem, seal(digest, wire.error_message(problem, seq))))
 
-    for f in frames:
+    for given in frames:
+        f, digest = prepared(given)
         if f.error is not None or f.X is None:
-            refuse(f.seq, f.error or InvalidInput("The frame holds no instances.", field="X"))
+            error = f.error or InvalidInput("The frame holds no instances.", field="X")
+            refuse(f.seq, error, digest)
             continue
         if f.X.shape[0] == 0:
             # No rows: acknowledged at the version that holds what came before it,
@@ -187,7 +218,8 @@ def apply_frames(
             at = version if events else live.version
             seen = sel.instances_seen
             written = InstancesWritten(at, f.seq, producer, seen, sel.selected())
-            replies.append((f.seq, FrameAck(f.seq, at, seen), wire.instances_written(written)))
+            body = wire.instances_written(written)
+            replies.append((f.seq, FrameAck(f.seq, at, seen), seal(digest, body)))
             continue
         snapshot = sel.snapshot()
         checkpoint = Budget(budget, "instances", f.X.shape[0])
@@ -200,7 +232,7 @@ def apply_frames(
         except FeatureStreamError as exc:
             # The frame is refused as a whole: put the selector back as it was.
             live.selector = sel = type(sel).resume(sel.params, snapshot)
-            refuse(f.seq, exc)
+            refuse(f.seq, exc, digest)
             continue
         events.append(
             wire.instance_batch_event(
@@ -209,11 +241,11 @@ def apply_frames(
         )
         written = InstancesWritten(version, f.seq, producer, update.instances_seen, sel.selected())
         ack = FrameAck(f.seq, version, update.instances_seen)
-        replies.append((f.seq, ack, wire.instances_written(written)))
+        replies.append((f.seq, ack, seal(digest, wire.instances_written(written))))
     if not events:
         return None, replies
     # The log entry is the last fresh frame's, as the commit is (attempt_frames).
     return outcome_of(live, version, events, (), before, frames[-1].seq, producer), replies
 
 
-__all__ = ["Frame", "apply_frames", "attempt_frames", "contiguous"]
+__all__ = ["Frame", "apply_frames", "attempt_frames", "contiguous", "prepared"]
