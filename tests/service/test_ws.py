@@ -280,6 +280,43 @@ def test_reconnect_and_resume_replays_identical_acks_and_applies_once(
     assert ack["ack"] == 8
 
 
+# A frame of 7,000 instances holds more than 1 MiB: sent again, its digest is taken
+# in a worker thread; a fresh frame's is taken where it is applied.
+@pytest.mark.parametrize("rows", [10, 7_000])
+def test_a_seq_sent_again_is_compared_by_content_and_the_connection_goes_on(
+    client: TestClient, rows: int
+) -> None:
+    create(client, "o")
+    X, y = data(2 * rows)
+    mine, other = (
+        npy(np.column_stack([X[:rows], y[:rows]])),
+        npy(np.column_stack([X[rows:], y[rows:]])),
+    )
+    with connect(client, "o", producer="p") as ws:
+        first_selection(ws)
+        ws.send_bytes(mine)
+        (applied,), _ = collect(ws, 1)
+    assert applied["type"] == "ack" and applied["ack"] == 1
+    with connect(client, "o", producer="p", seq=1) as ws:
+        first_selection(ws)
+        ws.send_bytes(other)  # seq 1 again, other content: refused, nothing used up
+        ws.send_bytes(mine)  # seq 2
+        ws.send_bytes(mine)  # seq 3
+        answers, _ = collect(ws, 3)
+    assert answers[0]["type"] == "error" and answers[0]["seq"] == 1
+    assert answers[0]["error"]["type"] == "/problems/seq-reused"
+    assert [a.get("ack") for a in answers[1:]] == [2, 3]
+    assert answers[2]["instances_seen"] == 3 * rows
+    # The same content under seq 1: a retry, answered with the very ack it had.
+    with connect(client, "o", producer="p", seq=1) as ws:
+        first_selection(ws)
+        ws.send_bytes(mine)
+        (again,), _ = collect(ws, 1)
+    assert again == applied
+    frames = [(X[:rows], y[:rows])] * 3
+    assert state_blob(client, "o") == ofs_reference(frames)
+
+
 def test_npy_frames_of_any_numeric_layout_are_read_alike(client: TestClient) -> None:
     create(client, "a")
     create(client, "b")
