@@ -445,11 +445,15 @@ class StreamEngine:
             except LimitExceeded as exc:
                 checked.append(Frame(f.seq, error=exc))
 
-        async def digest_of(frame: Frame) -> bytes:
-            # A frame sent again: its digest decides whether it is a retry.
-            if content_bytes(frame.X, frame.y) > INLINE_BYTES:
-                return (await anyio.to_thread.run_sync(prepared, frame))[1]
-            return prepared(frame)[1]
+        async def digests_of(sent_again: Sequence[Frame]) -> list[bytes]:
+            # Frames sent again: their digests decide which are retries. All of them
+            # in one worker thread when large (a resumed connection resends many).
+            def digests() -> list[bytes]:
+                return [prepared(f)[1] for f in sent_again]
+
+            if sum(content_bytes(f.X, f.y) for f in sent_again) > INLINE_BYTES:
+                return await anyio.to_thread.run_sync(digests)
+            return digests()
 
         async def stored(seq: int) -> bytes | None:
             return await self.store.stored_response(stream_id, producer, seq)
@@ -470,7 +474,7 @@ class StreamEngine:
 
         async def attempt(live: Live) -> Attempt[FramesResult]:
             return await attempt_frames(
-                stream_id, live, checked, producer, digest_of, stored, apply
+                stream_id, live, checked, producer, digests_of, stored, apply
             )
 
         return await self._transact(stream_id, "instances", producer, attempt)
@@ -552,20 +556,20 @@ class StreamEngine:
                         raise StaleCache
                     raise conflict(verdict, producer)
                 assert isinstance(verdict, Fresh)
-            prepared = await prepare(live)
+            ready = await prepare(live)
             version = live.version + 1
 
             def applied(
-                live: Live, prepared: Any, version: int
+                live: Live, ready: Any, version: int
             ) -> tuple[bytes, Outcome | None, bytes]:
                 # What the apply makes per column is freed when it returns: only bytes
                 # and the selector's state outlive it.
                 with gcpause.paused(pause_gc):
-                    body, outcome = apply(live, prepared, version)
+                    body, outcome = apply(live, ready, version)
                 # Sealed here, beside the event loop: a large response is compressed.
                 return body, outcome, seal(digest, body) if seq is not None else b""
 
-            body, outcome, sealed = await anyio.to_thread.run_sync(applied, live, prepared, version)
+            body, outcome, sealed = await anyio.to_thread.run_sync(applied, live, ready, version)
             return Attempt(
                 WriteResult(body, False, version if outcome is not None else live.version),
                 outcome,

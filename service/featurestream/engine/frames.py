@@ -6,10 +6,12 @@ responses, the fresh ones are applied in a worker thread, each as its own
 batch, and the group is committed once (state, one ``batch`` event per frame,
 the producer's seq, one stored response per frame). A fresh frame's content
 digest (``idempotency.py``) is taken in the thread that applies it, right
-before it is learnt: one hand-off to a worker thread per group, not two. A frame that is refused
-(it could not be decoded, the selector refused its data, or it would make the
-state non-finite: ``NumericallyUnstable``) changes no state
-but uses up its seq: its ``error`` message is stored as its response.
+before it is learnt, so fresh frames go to a worker thread once per group;
+frames sent again are hashed together, before, to be compared with their
+stored digests. A frame that is refused (it could not be decoded, the
+selector refused its data, or it would make the state non-finite:
+``NumericallyUnstable``) changes no state but uses up its seq: its
+``error`` message is stored as its response.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ class Frame:
     """One frame of instances from a connection, numbered ``seq`` by it.
 
     ``X`` and ``y`` are as decoded (float32 frames stay float32 until
-    ``contiguous`` converts them, in the worker thread that applies them).
+    ``contiguous`` converts them, where they are hashed: see ``prepared``).
     ``error`` is set for a frame refused before reaching the engine
     (it could not be decoded): it changes no state but uses up its seq.
     """
@@ -58,9 +60,10 @@ def contiguous(frame: Frame) -> Frame:
     """The frame with a dense X as one C-contiguous float64 block.
 
     A binary frame's X is a view of the bytes received that skips the label
-    column, and the selector needs it contiguous: the copy is made here, once,
-    in the worker thread that hashes and applies the frame (``prepared``), so
-    the hash and the selector read it while it is in cache.
+    column, and the selector needs it contiguous: the copy is made here, in
+    the worker thread that hashes and applies the frame (``prepared``), so the
+    hash and the selector read it while it is in cache (a commit that must be
+    tried again makes it again).
     float32 becomes float64 (exactly, as the selector would convert it).
 
     >>> A = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -117,20 +120,25 @@ async def attempt_frames(
     live: Live,
     frames: Sequence[Frame],
     producer: str,
-    digest_of: Callable[[Frame], Awaitable[bytes]],
+    digests_of: Callable[[Sequence[Frame]], Awaitable[list[bytes]]],
     stored_response: Callable[[int], Awaitable[bytes | None]],
     apply: Apply,
 ) -> Attempt[FramesResult]:
     """Classify the frames, apply the fresh ones, and say what to commit.
 
-    A frame sent again is compared by its content digest (``digest_of``,
-    ``idempotency.py``) with the one its seq was applied with: a frame whose
-    seq was applied with other content is refused (not fatally: the
-    connection goes on with its next frame) and uses up nothing. Fresh frames
-    are hashed where they are applied (``apply_frames``).
+    A frame sent again is compared by its content digest (``idempotency.py``)
+    with the one its seq was applied with: a frame whose seq was applied with
+    other content is refused (not fatally: the connection goes on with its
+    next frame) and uses up nothing. ``digests_of`` hashes every frame sent
+    again in one call (a resumed connection resends up to its window); fresh
+    frames are hashed where they are applied (``apply_frames``).
     """
     shown = public_ids(stream_id, live)
     last = live.producers.get(producer, 0)
+    sent_again = [f for f in frames if f.seq <= last]
+    digests: dict[int, bytes] = {}  # by frame (id), not by seq: a group could name one twice
+    if sent_again:
+        digests = dict(zip(map(id, sent_again), await digests_of(sent_again), strict=True))
     results: list[FrameResult] = []
     fresh: list[Frame] = []
     for f in frames:
@@ -142,7 +150,9 @@ async def attempt_frames(
             stored = await stored_response(f.seq)
             if stored is not None:
                 try:
-                    digest = await digest_of(f)
+                    digest = digests.get(id(f))
+                    if digest is None:  # a seq the group named twice
+                        (digest,) = await digests_of([f])
                     body = replayed(stored, digest, producer, f.seq, verdict.expected)
                 except SeqReused as exc:
                     results.append(FrameResult(f.seq, wire.problem_of(exc, shown)))
