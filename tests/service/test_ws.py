@@ -280,41 +280,57 @@ def test_reconnect_and_resume_replays_identical_acks_and_applies_once(
     assert ack["ack"] == 8
 
 
+def _encoded(encoding: str, X: np.ndarray, y: np.ndarray) -> tuple[bytes, Any]:
+    """A frame's bytes in ``encoding``, and its X as the selector reads it."""
+    A = np.column_stack([X, y])
+    if encoding == "float32 npy":
+        return npy(A.astype(np.float32)), X.astype(np.float32)
+    if encoding == "npz":
+        import scipy.sparse as sp
+
+        return npz(A), sp.csr_matrix(X)
+    return npy(A), X
+
+
 # A frame of 7,000 instances holds more than 1 MiB: sent again, its digest is taken
 # in a worker thread; a fresh frame's is taken where it is applied.
-@pytest.mark.parametrize("rows", [10, 7_000])
+@pytest.mark.parametrize(
+    ("encoding", "rows"), [("npy", 10), ("npy", 7_000), ("float32 npy", 10), ("npz", 10)]
+)
 def test_a_seq_sent_again_is_compared_by_content_and_the_connection_goes_on(
-    client: TestClient, rows: int
+    client: TestClient, encoding: str, rows: int
 ) -> None:
     create(client, "o")
-    X, y = data(2 * rows)
-    mine, other = (
-        npy(np.column_stack([X[:rows], y[:rows]])),
-        npy(np.column_stack([X[rows:], y[rows:]])),
+    X, y = data(3 * rows)
+    (one, X1), (two, X2), (other, _) = (
+        _encoded(encoding, X[i * rows : (i + 1) * rows], y[i * rows : (i + 1) * rows])
+        for i in range(3)
     )
+    y1, y2 = y[:rows], y[rows : 2 * rows]
     with connect(client, "o", producer="p") as ws:
         first_selection(ws)
-        ws.send_bytes(mine)
-        (applied,), _ = collect(ws, 1)
-    assert applied["type"] == "ack" and applied["ack"] == 1
+        ws.send_bytes(one)
+        ws.send_bytes(two)
+        applied, _ = collect(ws, 2)
+    assert [a.get("ack") for a in applied] == [1, 2]
     with connect(client, "o", producer="p", seq=1) as ws:
         first_selection(ws)
         ws.send_bytes(other)  # seq 1 again, other content: refused, nothing used up
-        ws.send_bytes(mine)  # seq 2
-        ws.send_bytes(mine)  # seq 3
+        ws.send_bytes(two)  # seq 2 again, same content: a retry
+        ws.send_bytes(one)  # seq 3: fresh
         answers, _ = collect(ws, 3)
     assert answers[0]["type"] == "error" and answers[0]["seq"] == 1
     assert answers[0]["error"]["type"] == "/problems/seq-reused"
-    assert [a.get("ack") for a in answers[1:]] == [2, 3]
-    assert answers[2]["instances_seen"] == 3 * rows
-    # The same content under seq 1: a retry, answered with the very ack it had.
+    assert answers[1] == applied[1]
+    assert answers[2]["ack"] == 3 and answers[2]["instances_seen"] == 3 * rows
+    # A resumed connection resending all three: each answered with the very ack it had.
     with connect(client, "o", producer="p", seq=1) as ws:
         first_selection(ws)
-        ws.send_bytes(mine)
-        (again,), _ = collect(ws, 1)
-    assert again == applied
-    frames = [(X[:rows], y[:rows])] * 3
-    assert state_blob(client, "o") == ofs_reference(frames)
+        for frame in (one, two, one):
+            ws.send_bytes(frame)
+        again, _ = collect(ws, 3)
+    assert again == [*applied, answers[2]]
+    assert state_blob(client, "o") == ofs_reference([(X1, y1), (X2, y2), (X1, y1)])
 
 
 def test_npy_frames_of_any_numeric_layout_are_read_alike(client: TestClient) -> None:
