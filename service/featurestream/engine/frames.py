@@ -129,18 +129,16 @@ async def attempt_frames(
     A frame sent again is compared by its content digest (``idempotency.py``)
     with the one its seq was applied with: a frame whose seq was applied with
     other content is refused (not fatally: the connection goes on with its
-    next frame) and uses up nothing. ``digests_of`` hashes every frame sent
-    again in one call (a resumed connection resends up to its window); fresh
-    frames are hashed where they are applied (``apply_frames``).
+    next frame) and uses up nothing. ``digests_of`` hashes the frames sent
+    again whose responses are stored, in one call (a resumed connection
+    resends up to its window); fresh frames are hashed where they are applied
+    (``apply_frames``).
     """
     shown = public_ids(stream_id, live)
     last = live.producers.get(producer, 0)
-    sent_again = [f for f in frames if f.seq <= last]
-    digests: dict[int, bytes] = {}  # by frame (id), not by seq: a group could name one twice
-    if sent_again:
-        digests = dict(zip(map(id, sent_again), await digests_of(sent_again), strict=True))
-    results: list[FrameResult] = []
     fresh: list[Frame] = []
+    sent_again: list[tuple[Frame, Replay, bytes]] = []  # with their stored responses
+    fatal: list[FrameResult] = []
     for f in frames:
         verdict = classify(f.seq, last + len(fresh))
         if isinstance(verdict, Fresh):
@@ -149,15 +147,7 @@ async def attempt_frames(
         if isinstance(verdict, Replay):
             stored = await stored_response(f.seq)
             if stored is not None:
-                try:
-                    digest = digests.get(id(f))
-                    if digest is None:  # a seq the group named twice
-                        (digest,) = await digests_of([f])
-                    body = replayed(stored, digest, producer, f.seq, verdict.expected)
-                except SeqReused as exc:
-                    results.append(FrameResult(f.seq, wire.problem_of(exc, shown)))
-                    continue
-                results.append(FrameResult(f.seq, wire.stored_reply(body, f.seq), replayed=True))
+                sent_again.append((f, verdict, stored))
                 continue
         if live.from_cache:
             # A refusal from a cached copy: the engine checks the copy is current first.
@@ -166,16 +156,23 @@ async def attempt_frames(
             refusal = conflict(too_old(verdict), producer)
         else:
             refusal = conflict(verdict, producer)
-        results.append(FrameResult(f.seq, wire.problem_of(refusal, shown), fatal=True))
+        fatal.append(FrameResult(f.seq, wire.problem_of(refusal, shown), fatal=True))
         break
+    results: list[FrameResult] = []
+    digests = await digests_of([f for f, _, _ in sent_again]) if sent_again else []
+    for (f, verdict, stored), digest in zip(sent_again, digests, strict=True):
+        try:
+            body = replayed(stored, digest, producer, f.seq, verdict.expected)
+        except SeqReused as exc:
+            results.append(FrameResult(f.seq, wire.problem_of(exc, shown)))
+            continue
+        results.append(FrameResult(f.seq, wire.stored_reply(body, f.seq), replayed=True))
     if not fresh:
-        return Attempt(FramesResult(results, live.version))
+        return Attempt(FramesResult(results + fatal, live.version))
     version = live.version + 1
     outcome, replies = await apply(live, fresh, version)
     # Results in frame order: replays first (they precede), then the fresh frames.
-    ordered = [r for r in results if not r.fatal]
-    ordered += [FrameResult(seq, reply) for seq, reply, _ in replies]
-    ordered += [r for r in results if r.fatal]
+    ordered = results + [FrameResult(seq, reply) for seq, reply, _ in replies] + fatal
     responses = [(seq, sealed) for seq, _, sealed in replies]
     if outcome is None:
         return Attempt(FramesResult(ordered, live.version), responses=responses)
