@@ -12,6 +12,10 @@ It reproduces ``OFS`` decision for decision and weight for weight:
   agree.
 * A sparse (CSR) instance is read at S through a scattered copy, and its step
   touches only its non-zeros: O(|S| + nnz(x)) per instance, not O(d).
+* A dense truncating step skips the exact norm of w~ when an estimate (any
+  order of summation, so it vectorises) proves w~ inside the projection's
+  ball with room for every rounding: the scale is then 1, as the exact norm
+  would have made it. Near or past the edge the exact norm decides.
 * Truncate(v, B) leaves v alone when |S| <= B and otherwise finds the B-th
   largest |v| over S by a partial selection (quickselect), keeping ties at it
   by lower index.
@@ -50,12 +54,14 @@ from featurestream.selectors._ofs_ops import (
     _csr_parts,
     _decay,
     _dot,
+    _inside_ball,
     _jit,
     _keep_largest,
     _merge,
     _select,
     _standardise,
     _sum,
+    _sum_squares_estimate,
     _support,
 )
 from featurestream.selectors._ofs_partial import learn_partial, partial_draws
@@ -92,41 +98,44 @@ def _dense_step_truncate(
     """w := Truncate(projection of w + c x, B) for a dense x; returns the new |S|.
 
     w is non-zero only on S[:nS] (a non-zero w_j marks j in S) and has no
-    -0.0; d > B. A first pass writes w~ = w + x c to ``wt`` and its squares to
-    ``sq``: the norm sums those of the non-zeros, in index order, as ``_norm``
-    would. With d >= 2B, a second pass pairs j and j + d // 2 (an odd last
-    entry is in no pair) and writes to ``sq`` the larger |w~_j| of each pair's
-    entries outside S; folding the pairs onto each other (elementwise maxima,
-    into ``mags``) groups the entries outside S into B disjoint groups, whose
-    maxima and the |w~_j| over S are B + |S| distinct entries. The B-th
-    largest of them (``_select``), lb, is at most the B-th largest of all, and
-    most often that value itself. The candidates (``cand_j``, in index order)
-    are the entries with |w~_j| >= lb * _NEAR: those outside S, looked for in
-    the few pairs that reach it (``found``), merged with those of S; hardly
-    more than B, a selection over their magnitudes gives the B-th largest.
+    -0.0; d > B. A first pass writes w~ = w + x c to ``wt``. The projection
+    needs ||w~|| only to tell whether w~ leaves the ball of radius 1 / sqrt(lam):
+    a vectorised estimate of ||w~||^2 (``_sum_squares_estimate``) settles
+    that when w~ is well inside (``_inside_ball``), as a truncated w~ most
+    often is; otherwise the squares of the non-zeros go to ``sq`` and are
+    summed in index order, as ``_norm`` would. With d >= 2B, a second pass
+    pairs j and j + d // 2 (an odd last entry is in no pair) and writes to
+    ``sq`` the larger |w~_j| of each pair's entries outside S; folding the
+    pairs onto each other (elementwise maxima, into ``mags``) groups the
+    entries outside S into B disjoint groups, whose maxima and the |w~_j| over
+    S are B + |S| distinct entries. The B-th largest of them (``_select``),
+    lb, is at most the B-th largest of all, and most often that value itself.
+    The candidates (``cand_j``, in index order) are the entries with
+    |w~_j| >= lb * _NEAR: those outside S, looked for in the few pairs that
+    reach it (``found``), merged with those of S; hardly more than B, a
+    selection over their magnitudes gives the B-th largest.
     Only S is zeroed and the kept candidates are written, projected by the
     product ``_keep_largest`` computes. The first two passes and the folds
     have no branches and vectorise; the search of the pairs branches on the
     few that reach lb. O(d) reads and O(|S| + B) writes per step.
     """
     d = w.shape[0]
-    n = 0  # non-zeros of w~
     for j in range(d):
-        v = w[j] + x[j] * c
-        wt[j] = v
-        sq[j] = v * v
-        n += v != 0.0
-    if n < d:
-        # Some w~_j = 0: the norm sums the squares of the non-zeros only.
-        n = 0
+        wt[j] = w[j] + x[j] * c
+    # min(1, 1 / (sqrt(lam) ||w~||)): shrink only outside the ball (a zero w~ is
+    # inside it; this also avoids dividing by zero). A truncated w~ is most
+    # often well inside, which a vectorised estimate of ||w~||^2 proves; the
+    # exact norm (numpy's order, over the non-zeros) only near or past the edge.
+    scale = 1.0
+    if not _inside_ball(_sum_squares_estimate(wt, d), radius_inv, d):
+        n = 0  # non-zeros of w~
         for j in range(d):
             v = wt[j]
             sq[n] = v * v
             n += v != 0.0
-    norm = math.sqrt(_sum(sq, n))
-    # min(1, 1 / (sqrt(lam) ||w~||)): shrink only outside the ball (a zero w~ is
-    # inside it; this also avoids dividing by zero).
-    scale = 1.0 / (radius_inv * norm) if radius_inv * norm > 1.0 else 1.0
+        norm = math.sqrt(_sum(sq, n))
+        if radius_inv * norm > 1.0:
+            scale = 1.0 / (radius_inv * norm)
     nc = 0  # candidates
     h = d // 2
     if h >= B:

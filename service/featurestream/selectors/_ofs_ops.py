@@ -63,6 +63,16 @@ def _jit_ieee(f: _F) -> _F:
     return _jit(f, error_model="numpy")
 
 
+def _jit_reassoc(f: _F) -> _F:
+    """``_jit`` allowing floating-point sums to be reassociated (``fastmath={"reassoc"}``).
+
+    For estimates only: the compiler may add in any order (and so vectorise
+    a sum), which changes the rounding; nothing else (no contraction into
+    fused multiply-adds, no assumptions about infinities or NaN).
+    """
+    return _jit(f, fastmath={"reassoc"})
+
+
 # --------------------------------------------------------------------------- sums
 
 
@@ -162,6 +172,34 @@ def _pairwise_sum(a: Vector, lo: int, n: int) -> float:
 def _sum(a: Vector, n: int) -> float:
     """``np.add.reduce(a[:n])`` bit for bit (the reduction starts from 0.0)."""
     return 0.0 + _pairwise_sum(a, 0, n)
+
+
+@_jit_reassoc
+def _sum_squares_estimate(a: Vector, n: int) -> float:
+    """sum(a[:n] ** 2) in any order the compiler likes (it vectorises): an estimate.
+
+    Not the bits of ``_sum``: reassociation changes the rounding. Both are
+    within (n - 1) u of the exact sum of the rounded squares (u = 2**-53, all
+    terms non-negative), which is what ``_inside_ball`` relies on.
+    """
+    s = 0.0
+    for j in range(n):
+        s += a[j] * a[j]
+    return s
+
+
+@_jit
+def _inside_ball(estimate: float, radius_inv: float, d: int) -> bool:
+    """Whether ``estimate`` (``_sum_squares_estimate`` over d entries) proves no projection.
+
+    The step projects when ``radius_inv * sqrt(_sum(sq, n)) > 1`` (n <= d
+    non-zero squares). The two sums differ by at most 2 (d - 1) u relative,
+    the products and the square root round by a few u more, so an estimate
+    with ``radius_inv**2 * estimate <= 1 - 8 (d + 16) u`` leaves the exact
+    test false: the step's scale is 1 without the exact sum. An infinite or
+    NaN estimate proves nothing (the comparison is false).
+    """
+    return estimate * (radius_inv * radius_inv) <= 1.0 - (d + 16) * 2.0**-50
 
 
 # --------------------------------------------------------------------------- support set

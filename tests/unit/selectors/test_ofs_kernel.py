@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -273,6 +273,51 @@ def test_kernel_dense_truncation_near_the_subnormals() -> None:
     x[20] = 3e-301
     w = _kernel_vs_numpy(w0, x, 2, 1.0)
     assert 0.0 < abs(w[np.flatnonzero(w)[-1]]) < 2.0**-960
+
+
+def test_kernel_dense_truncation_at_the_edge_of_the_ball() -> None:
+    # ||w~|| within a few units in the last place of 1 / sqrt(lam), on both
+    # sides: the step skips the exact norm only where an estimate proves it
+    # inside the ball, and agrees bit for bit with the loop either way.
+    rng = np.random.default_rng(7)
+    d = 1001
+    w0 = np.zeros(d)
+    w0[[3, 500, 999]] = [2.0, -1.0, 0.5]
+    x = rng.normal(size=d)
+    wt = w0 + x
+    norm = float(np.sqrt(np.add.reduce(wt[wt != 0.0] ** 2)))
+    lam = 1.0 / norm**2
+    estimate = _ofs_ops._sum_squares_estimate(wt, d)
+    shrunk = 0
+    proved = 0
+    ulps = [*range(-3000, -40, 37), *range(-40, 41)]
+    for k in ulps:
+        lam_k = lam * (1.0 + k * 2.0**-50)
+        w = _kernel_vs_numpy(w0, x, 20, lam_k)
+        kept = np.flatnonzero(w)
+        shrunk += bool(np.any(w[kept] != wt[kept]))
+        proved += _ofs_ops._inside_ball(estimate, math.sqrt(lam_k), d)
+    # Both routes taken: proved inside by the estimate, and decided exactly.
+    assert 0 < shrunk < len(ulps)
+    assert 0 < proved < len(ulps) - shrunk
+
+
+@given(
+    arrays(np.float64, st.integers(1, 300), elements=st.floats(-1e6, 1e6, width=64)),
+    st.integers(-64, 64),
+)
+def test_inside_ball_never_contradicts_the_exact_norm(a: np.ndarray, ulps: int) -> None:
+    # Whenever the estimate says "inside", the exact test (numpy's sum of the
+    # non-zero squares) does not project; radius near the norm, both sides.
+    sq = a[a != 0.0] ** 2
+    exact = float(np.sqrt(np.add.reduce(sq)))
+    assume(exact > 1e-150)
+    radius_inv = (1.0 / exact) * (1.0 + ulps * 2.0**-52)
+    estimate = _ofs_ops._sum_squares_estimate(a, a.shape[0])
+    if _ofs_ops._inside_ball(estimate, radius_inv, a.shape[0]):
+        assert not radius_inv * exact > 1.0
+    # Far inside is always proved.
+    assert _ofs_ops._inside_ball(estimate, radius_inv / 2.0, a.shape[0])
 
 
 @pytest.mark.parametrize(
