@@ -12,6 +12,9 @@ It reproduces ``OFS`` decision for decision and weight for weight:
   agree.
 * A sparse (CSR) instance is read at S through a scattered copy, and its step
   touches only its non-zeros: O(|S| + nnz(x)) per instance, not O(d).
+* With truncation, a dense instance is read at S by the dot product, and in
+  full only by a step: the next instance's entries at S are prefetched (a
+  cache hint, no effect on values) while the current one is learnt.
 * A dense truncating step skips the exact norm of w~ when an estimate (any
   order of summation, so it vectorises) proves w~ inside the projection's
   ball with room for every rounding: the scale is then 1, as the exact norm
@@ -58,6 +61,7 @@ from featurestream.selectors._ofs_ops import (
     _jit,
     _keep_largest,
     _merge,
+    _prefetch,
     _select,
     _standardise,
     _sum,
@@ -266,6 +270,14 @@ def _learn_dense(
     mistakes = 0
     for i in range(m):
         x = X[i]
+        if one_pass and i + 1 < m:
+            # The dot reads x at S only: |S| <= B scattered cache lines, each a
+            # miss when the rows stream from memory, waited for one after
+            # another. The next row's lines at S are asked for now, to arrive
+            # while this instance is learnt (S changes little in a step).
+            ahead = X[i + 1]
+            for k in range(nS):
+                _prefetch(ahead, S[k])
         yi = labels[i]
         f = _dot(w, x, S, nS, tmp)
         pred = 1 if f >= 0.0 else -1  # sign(0) = +1

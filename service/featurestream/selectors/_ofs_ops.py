@@ -2,8 +2,9 @@
 
 numpy's pairwise summation reproduced bit for bit, sums and updates over S
 (the sorted indices of w's non-zeros), Truncate by partial selection or a
-bounded heap and the bookkeeping after a step; plus the shape checks of the
-entry points. See ``_ofs_kernel`` for why the loop is compiled.
+bounded heap, the bookkeeping after a step and a cache prefetch hint; plus
+the shape checks of the entry points. See ``_ofs_kernel`` for why the loop
+is compiled.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
+from llvmlite import ir  # type: ignore[import-untyped]
+from numba import njit, types
+from numba.core import cgutils
+from numba.core.extending import intrinsic
 
 Vector = npt.NDArray[np.float64]
 Matrix = npt.NDArray[np.float64]
@@ -72,6 +76,35 @@ def _jit_reassoc(f: _F) -> _F:
     """
     return _jit(f, fastmath={"reassoc"})
 
+
+@intrinsic
+def _prefetch_intrinsic(typingctx: Any, a: Any, i: Any) -> Any:
+    """Hint the CPU to fetch the cache line of a[i] (``llvm.prefetch``); no effect on values.
+
+    a is a contiguous array and i an index into it (not wrapped: 0 <= i < len(a)).
+    """
+    sig = types.void(a, i)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        array_type = signature.args[0]
+        array = context.make_array(array_type)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(  # type: ignore[no-untyped-call]
+            context, builder, array_type, array, [args[1]], wraparound=False
+        )
+        byte_ptr = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn_type = ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(  # type: ignore[no-untyped-call]
+            builder.module, fn_type, "llvm.prefetch.p0"
+        )
+        # A read (0), to keep in every cache level (3), of data (1).
+        builder.call(fn, [builder.bitcast(ptr, byte_ptr), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+_prefetch = cast(Callable[[Vector, int], None], _prefetch_intrinsic)
 
 # --------------------------------------------------------------------------- sums
 
