@@ -17,8 +17,9 @@ It reproduces ``OFS`` decision for decision and weight for weight:
   cache hint, no effect on values) while the current one is learnt.
 * A dense truncating step skips the exact norm of w~ when an estimate (any
   order of summation, so it vectorises) proves w~ inside the projection's
-  ball with room for every rounding: the scale is then 1, as the exact norm
-  would have made it. Near or past the edge the exact norm decides.
+  ball with room for every rounding (and lam is not subnormal, where the
+  exact sum could overflow): the scale is then 1, as the exact norm would
+  have made it. Near or past the edge the exact norm decides.
 * Truncate(v, B) leaves v alone when |S| <= B and otherwise finds the B-th
   largest |v| over S by a partial selection (quickselect), keeping ties at it
   by lower index.

@@ -81,15 +81,19 @@ def _jit_reassoc(f: _F) -> _F:
 def _prefetch_intrinsic(typingctx: Any, a: Any, i: Any) -> Any:
     """Hint the CPU to fetch the cache line of a[i] (``llvm.prefetch``); no effect on values.
 
-    a is a contiguous array and i an index into it (not wrapped: 0 <= i < len(a)).
+    a is a one-dimensional array and i an integer index into it (not wrapped:
+    0 <= i < len(a)); other types are not typed (a compile-time error).
     """
+    if not (isinstance(a, types.Array) and a.ndim == 1 and isinstance(i, types.Integer)):
+        return None
     sig = types.void(a, i)
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         array_type = signature.args[0]
         array = context.make_array(array_type)(context, builder, args[0])
+        index = context.cast(builder, args[1], signature.args[1], types.intp)
         ptr = cgutils.get_item_pointer(  # type: ignore[no-untyped-call]
-            context, builder, array_type, array, [args[1]], wraparound=False
+            context, builder, array_type, array, [index], wraparound=False
         )
         byte_ptr = ir.IntType(8).as_pointer()
         i32 = ir.IntType(32)
@@ -229,10 +233,15 @@ def _inside_ball(estimate: float, radius_inv: float, d: int) -> bool:
     non-zero squares). The two sums differ by at most 2 (d - 1) u relative,
     the products and the square root round by a few u more, so an estimate
     with ``radius_inv**2 * estimate <= 1 - 8 (d + 16) u`` leaves the exact
-    test false: the step's scale is 1 without the exact sum. An infinite or
-    NaN estimate proves nothing (the comparison is false).
+    test false: the step's scale is 1 without the exact sum. That bound is
+    relative, and overflow is not: with a subnormal radius_inv**2 (lam near
+    1e-308) a finite estimate may pass while the exact sum, near the largest
+    double, rounds to infinity and projects. A normal radius_inv**2 keeps
+    any estimate that passes below 2**1022, where neither sum can overflow.
+    An infinite or NaN estimate proves nothing (the comparison is false).
     """
-    return estimate * (radius_inv * radius_inv) <= 1.0 - (d + 16) * 2.0**-50
+    rr = radius_inv * radius_inv
+    return rr >= 2.0**-1022 and estimate * rr <= 1.0 - (d + 16) * 2.0**-50
 
 
 # --------------------------------------------------------------------------- support set

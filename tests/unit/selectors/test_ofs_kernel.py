@@ -302,6 +302,51 @@ def test_kernel_dense_truncation_at_the_edge_of_the_ball() -> None:
     assert 0 < proved < len(ulps) - shrunk
 
 
+def test_kernel_dense_truncation_when_the_exact_norm_overflows() -> None:
+    # ||w~||^2 within a few units of the largest double and lam subnormal: the
+    # exact sum rounds to infinity and projects everything to 0, while a sum in
+    # another order stays finite. The estimate must not decide that case.
+    big = np.nextafter(np.sqrt(np.finfo(np.float64).max), 0.0)
+    while big * big > np.nextafter(np.finfo(np.float64).max, 0.0) - 4 * np.spacing(2.0**1023):
+        big = np.nextafter(big, 0.0)
+    x = np.zeros(128)
+    x[0] = big
+    x[8:96:16] = 2.0**485 * (1.0 + 2.0**-20)
+    with np.errstate(over="ignore"):  # the reference's sum overflows, as intended
+        w = _kernel_vs_numpy(np.zeros(128), x, 3, 5.56268464626729e-309)
+    assert not w.any()
+
+
+def _boundary_radius(estimate: float, d: int) -> float:
+    """The largest radius_inv that ``_inside_ball`` accepts for this estimate."""
+    r = math.sqrt((1.0 - (d + 16) * 2.0**-50) / estimate)
+    while not _ofs_ops._inside_ball(estimate, r, d):
+        r = np.nextafter(r, 0.0)
+    while _ofs_ops._inside_ball(estimate, np.nextafter(r, np.inf), d):
+        r = np.nextafter(r, np.inf)
+    return float(r)
+
+
+@pytest.mark.parametrize("n", [7, 64, 300, 4096, 100_000])
+@pytest.mark.parametrize("small", [0.49, 0.51, 1.49, 1.51])
+def test_inside_ball_at_its_edge_with_sums_that_round_apart(n: int, small: float) -> None:
+    # One large square and many just under or over half (or one and a half)
+    # units of it: each addition to the large one rounds the same way, so
+    # numpy's order and a vectorised one, which add them to it in different
+    # numbers, differ by up to some 1,500 units at n = 100,000, either way. At
+    # the largest radius the estimate accepts, the exact test must not project.
+    rng = np.random.default_rng(n)
+    a = np.full(n, math.sqrt(small * 2.0**-52))
+    a *= 1.0 + rng.uniform(0.0, 2.0**-30, n)
+    for big_at in (0, n // 2, n - 1):
+        b = a.copy()
+        b[big_at] = 1.0
+        exact = float(np.sqrt(np.add.reduce(b[b != 0.0] ** 2)))
+        estimate = _ofs_ops._sum_squares_estimate(b, n)
+        r = _boundary_radius(estimate, n)
+        assert not r * exact > 1.0
+
+
 @given(
     arrays(np.float64, st.integers(1, 300), elements=st.floats(-1e6, 1e6, width=64)),
     st.integers(-64, 64),
