@@ -272,10 +272,11 @@ def _learn_dense(
     for i in range(m):
         x = X[i]
         if one_pass and i + 1 < m:
-            # The dot reads x at S only: |S| <= B scattered cache lines, each a
-            # miss when the rows stream from memory, waited for one after
-            # another. The next row's lines at S are asked for now, to arrive
-            # while this instance is learnt (S changes little in a step).
+            # The dot reads x at S only: |S| scattered cache lines (B at most
+            # once a step has truncated), each a miss when the rows stream
+            # from memory, waited for one after another. The next row's lines
+            # at S are asked for now, to arrive while this instance is learnt
+            # (S changes little in a step).
             ahead = X[i + 1]
             for k in range(nS):
                 _prefetch(ahead, S[k])
