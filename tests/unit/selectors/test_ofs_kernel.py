@@ -319,12 +319,19 @@ def test_kernel_dense_truncation_when_the_exact_norm_overflows() -> None:
 
 def _boundary_radius(estimate: float, d: int) -> float:
     """The largest radius_inv that ``_inside_ball`` accepts for this estimate."""
+    # The square root lands within a few units of the edge: a few steps each way.
     r = math.sqrt((1.0 - (d + 16) * 2.0**-50) / estimate)
-    while not _ofs_ops._inside_ball(estimate, r, d):
+    for _ in range(64):
+        if _ofs_ops._inside_ball(estimate, r, d):
+            break
         r = np.nextafter(r, 0.0)
-    while _ofs_ops._inside_ball(estimate, np.nextafter(r, np.inf), d):
+    else:
+        raise AssertionError("no accepted radius near the edge")
+    for _ in range(64):
+        if not _ofs_ops._inside_ball(estimate, np.nextafter(r, np.inf), d):
+            return float(r)
         r = np.nextafter(r, np.inf)
-    return float(r)
+    raise AssertionError("the accepted radii do not end near the edge")
 
 
 @pytest.mark.parametrize("n", [7, 64, 300, 4096, 100_000])
