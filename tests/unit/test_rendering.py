@@ -5,9 +5,12 @@ decisions."""
 from __future__ import annotations
 
 import ast
+import dataclasses
+import pickle
 import platform
 import subprocess
 import sys
+from collections import Counter
 
 import orjson
 import pytest
@@ -15,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from featurestream.engine import wire
+from featurestream.engine.outcome import tally_of
 from featurestream.selectors.decisions import Decision, Eviction, Reason
 from featurestream_client.models import Decision as ClientDecision
 from featurestream_client.models import Decisions, FeaturesResult
@@ -66,6 +70,56 @@ def test_render_decisions_gives_the_contracts_documents(ds: list[Decision]) -> N
     # One decision at a time gives the same documents as the batch.
     assert orjson.dumps(docs) == orjson.dumps([wire.decision(d) for d in ds])
     assert orjson.dumps(events) == orjson.dumps([e for d in ds for e in wire.decision_events(d)])
+
+
+@given(st.lists(decisions, max_size=20))
+def test_a_decision_is_a_frozen_dataclass_of_its_fields(ds: list[Decision]) -> None:
+    # Decision fills its fields itself (a faster __init__ than the generated one):
+    # it is still the dataclass the rest of the code relies on.
+    for d in ds:
+        fields = {f.name: getattr(d, f.name) for f in dataclasses.fields(Decision)}
+        assert fields == dataclasses.asdict(d) | {"evicted": d.evicted}
+        positional = Decision(d.feature, d.accepted, d.reason, d.by, d.score, d.evicted, d.group)
+        assert positional == d and hash(positional) == hash(d)
+        assert pickle.loads(pickle.dumps(d)) == d
+        assert dataclasses.replace(d, accepted=not d.accepted).accepted is not d.accepted
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            d.accepted = True  # type: ignore[misc]
+    assert Decision("a", True) == Decision("a", True, None, None, None, (), None)
+
+
+def _tally_one_by_one(events: list[dict[str, object]]) -> Counter[str]:
+    """The per-event count of a change's events, as /metrics defines it."""
+    c: Counter[str] = Counter()
+    for ev in events:
+        if ev["type"] == "batch":
+            c["features_processed"] += int(ev.get("count", 0))  # type: ignore[call-overload]
+            c["instances_processed"] += int(ev.get("instances", 0))  # type: ignore[call-overload]
+        else:
+            c[f"decisions_{ev['type']}"] += 1
+    return c
+
+
+batch_events = st.fixed_dictionaries(
+    {"type": st.just("batch")},
+    optional={"count": st.integers(0, 10**6), "instances": st.integers(0, 10**6)},
+)
+
+
+@given(st.lists(st.lists(decisions, max_size=8), max_size=4), batch_events)
+def test_tally_counts_what_each_event_says(
+    groups: list[list[Decision]], batch: dict[str, object]
+) -> None:
+    # A features write (its batch event first) and a group of frames (a batch event each).
+    feature_write = [batch, *wire.render_decisions([d for g in groups for d in g])[1]]
+    frames = [e for g in groups for e in (batch, *wire.render_decisions(g)[1])]
+    for events in (
+        feature_write,
+        frames,
+        [],
+        wire.render_decisions(groups[0] if groups else [])[1],
+    ):
+        assert tally_of(events) == _tally_one_by_one(events)
 
 
 def test_a_server_process_collects_garbage_less_often() -> None:

@@ -6,6 +6,7 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Generic, TypeVar
 
 from featurestream import codec
@@ -139,15 +140,29 @@ def change_of(before: Sequence[str], after: Sequence[str]) -> dict[str, Any] | N
 
 
 def tally_of(events: Sequence[dict[str, Any]]) -> Counter[str]:
-    """What a change processed: columns, instances, and decisions by kind."""
+    """What a change processed: columns, instances, and decisions by kind.
+
+    A write of many columns has an event per column: they are counted by type
+    in one C-level pass (``Counter`` of ``map``), not one Python step each.
+
+    >>> c = tally_of([{"type": "batch", "count": 2}, {"type": "accepted"}, {"type": "rejected"}])
+    >>> c["features_processed"], c["decisions_accepted"], c["decisions_rejected"]
+    (2, 1, 1)
+    """
+    kinds = Counter(map(itemgetter("type"), events))
     c: Counter[str] = Counter()
+    batches = kinds.pop("batch", 0)
+    # A batch event per request or frame (a features write's is its first event):
+    # the search stops at the last one.
     for ev in events:
-        kind = ev["type"]
-        if kind == "batch":
+        if not batches:
+            break
+        if ev["type"] == "batch":
             c["features_processed"] += int(ev.get("count", 0))
             c["instances_processed"] += int(ev.get("instances", 0))
-        else:
-            c[f"decisions_{kind}"] += 1
+            batches -= 1
+    for kind, n in kinds.items():
+        c[f"decisions_{kind}"] = n
     return c
 
 

@@ -31,13 +31,17 @@ class Eviction:
     by: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Decision:
     """The outcome of one arriving feature.
 
     ``score`` is the selector's measure of the feature (dep for SAOLA and
     OSFS, p-value for Alpha-investing, |gradient| for Grafting); ``by`` names
     the feature that made this one redundant.
+
+    >>> d = Decision("a", False, Reason.IRRELEVANT, score=0.5)
+    >>> d.feature, d.accepted, d.reason, d.by, d.score, d.evicted, d.group
+    ('a', False, <Reason.IRRELEVANT: 'irrelevant'>, None, 0.5, (), None)
     """
 
     feature: str
@@ -47,6 +51,30 @@ class Decision:
     score: float | None = None
     evicted: tuple[Eviction, ...] = ()
     group: str | None = None
+
+    def __init__(
+        self,
+        feature: str,
+        accepted: bool,
+        reason: Reason | None = None,
+        by: str | None = None,
+        score: float | None = None,
+        evicted: tuple[Eviction, ...] = (),
+        group: str | None = None,
+    ) -> None:
+        # A write of a million columns makes a million of these. The generated
+        # frozen __init__ sets each field through object.__setattr__ (about 0.9 us
+        # a decision, a quarter of SAOLA's time per column on news20-like data);
+        # filling the instance dict directly gives the same object in 0.4 us,
+        # still frozen to assignment.
+        fields = self.__dict__
+        fields["feature"] = feature
+        fields["accepted"] = accepted
+        fields["reason"] = reason
+        fields["by"] = by
+        fields["score"] = score
+        fields["evicted"] = evicted
+        fields["group"] = group
 
 
 @dataclass(frozen=True)
