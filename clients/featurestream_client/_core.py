@@ -453,7 +453,7 @@ class StreamCore:
                 "/features",
                 chunks,
                 lambda c, seq: _data.features_body(cols, c, self.producer.name, seq),
-                FeaturesResult.from_json,
+                _features_result,
                 FeaturesResult.combine,
                 _data.split_chunk,
             )
@@ -479,7 +479,7 @@ class StreamCore:
                 "/groups",
                 plan,
                 lambda b, seq: _groups.groups_body(b, self.producer.name, seq),
-                FeaturesResult.from_json,
+                _features_result,
                 FeaturesResult.combine,
                 _groups.split_groups,
             )
@@ -517,7 +517,7 @@ class StreamCore:
                 "/instances",
                 chunks,
                 lambda c, seq: _data.instances_body(data, c, self.producer.name, seq),
-                InstancesResult.from_json,
+                _instances_result,
                 InstancesResult.combine,
                 _data.split_chunk,
             )
@@ -543,7 +543,7 @@ class StreamCore:
         suffix: str,
         chunks: Sequence[C],
         body_of: Callable[[C, int], Any],
-        parse: Callable[[Mapping[str, Any], bool], R],
+        parse: Callable[[Reply], R],
         combine: Callable[[Sequence[R]], R],
         split: Callable[[C, int], list[C]],
     ) -> Op[R]:
@@ -571,7 +571,7 @@ class StreamCore:
             except FeatureStreamError as exc:
                 exc.partial = combine(parts)
                 raise
-            parts.append(parse(reply.json(), reply.replayed))
+            parts.append(parse(reply))
         return combine(parts)
 
 
@@ -585,6 +585,14 @@ def _outcome_unknown(exc: FeatureStreamError, producer: str, seq: int) -> None:
     exc.detail = exc.detail.rstrip() + note
     exc.args = (exc.detail,)
     exc.outcome_unknown = True
+
+
+def _features_result(reply: Reply) -> FeaturesResult:
+    return FeaturesResult.from_answer(reply.content, reply.replayed, parse_json)
+
+
+def _instances_result(reply: Reply) -> InstancesResult:
+    return InstancesResult.from_json(reply.json(), reply.replayed)
 
 
 def _post_call(path: str, body_of: Callable[[C, int], Any], chunk: C, seq: int) -> Call:

@@ -6,7 +6,7 @@ stay reachable.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any, overload
@@ -178,22 +178,89 @@ class Decision:
         )
 
 
+class _Unread:
+    """The decisions of one answer, kept as the answer's JSON until they are first read.
+
+    An answer of 20,000 columns parses into some 100,000 objects. Kept alive
+    for the length of an upload of a million columns, they are walked again
+    and again by the cyclic garbage collector (half a second on a news20-sized
+    upload), and take several times the memory of the text they came from.
+    """
+
+    __slots__ = ("content", "count", "load")
+
+    def __init__(self, content: bytes, count: int, load: Callable[[bytes], Sequence[Any]]) -> None:
+        self.content = content
+        self.count = count
+        self.load = load
+
+    def items(self) -> list[Any]:
+        items = list(self.load(self.content))
+        if len(items) != self.count:  # pragma: no cover - the same bytes parse the same
+            raise ValueError(f"expected {self.count} decisions, the answer holds {len(items)}")
+        return items
+
+
+_Segment = list[Any] | _Unread
+
+#: Answers with at least this many decisions keep them as text until read.
+UNREAD_DECISIONS = 1000
+
+
 class Decisions(Sequence[Decision]):
     """The decisions of a features write, in the order sent: a read-only sequence.
 
     A large upload brings one decision per column (100,000 for a dorothea-sized
-    matrix), most of them never looked at one by one, so each :class:`Decision`
-    is built from the server's JSON when it is first read. It compares equal to
-    any sequence of the same decisions (a tuple, a list).
+    matrix), most of them never looked at one by one: the decisions of a large
+    answer stay its JSON text until the sequence is first read (its length
+    aside), and each :class:`Decision` is built from the server's JSON when it
+    is first read. It compares equal to any sequence of the same decisions (a
+    tuple, a list).
     """
 
-    __slots__ = ("_built", "_raw")
+    __slots__ = ("_built", "_count", "_items_read", "_unread")
 
     def __init__(self, raw: Sequence[Any] = ()) -> None:
         # Items are the server's JSON objects, or Decisions already built; those
         # built on reading are kept by position (none at first: no step per item).
-        self._raw: list[Any] = list(raw)
+        self._items_read: list[Any] = list(raw)
         self._built: dict[int, Decision] = {}
+        # Segments not read yet (None once read), and how many items they hold.
+        self._unread: list[_Segment] | None = None
+        self._count = len(self._items_read)
+
+    @classmethod
+    def unread(
+        cls, content: bytes, count: int, load: Callable[[bytes], Sequence[Any]]
+    ) -> Decisions:
+        """The ``count`` decisions ``load(content)`` gives, read when first needed."""
+        return cls._joined([_Unread(content, count, load)])
+
+    @classmethod
+    def _joined(cls, segments: Iterable[_Segment]) -> Decisions:
+        parts = [s for s in segments if isinstance(s, _Unread) or s]
+        if not any(isinstance(s, _Unread) for s in parts):
+            return cls(list(chain.from_iterable(s for s in parts if not isinstance(s, _Unread))))
+        new = cls()
+        new._unread = parts
+        new._count = sum(s.count if isinstance(s, _Unread) else len(s) for s in parts)
+        return new
+
+    @property
+    def _raw(self) -> list[Any]:
+        if self._unread is not None:
+            segments = self._unread
+            self._items_read = list(
+                chain.from_iterable(s.items() if isinstance(s, _Unread) else s for s in segments)
+            )
+            self._unread = None
+        return self._items_read
+
+    def _segments(self) -> list[_Segment]:
+        """The items as segments, for building another sequence: do not change them."""
+        if self._unread is not None:
+            return self._unread
+        return [self._items()]
 
     def _at(self, i: int) -> Decision:
         d = self._built.get(i)
@@ -203,7 +270,7 @@ class Decisions(Sequence[Decision]):
         return d
 
     def __len__(self) -> int:
-        return len(self._raw)
+        return self._count
 
     @overload
     def __getitem__(self, i: int) -> Decision: ...
@@ -213,11 +280,11 @@ class Decisions(Sequence[Decision]):
 
     def __getitem__(self, i: int | slice) -> Decision | Decisions:
         if isinstance(i, slice):
-            return Decisions([self._at(k) for k in range(*i.indices(len(self._raw)))])
-        return self._at(range(len(self._raw))[i])
+            return Decisions([self._at(k) for k in range(*i.indices(self._count))])
+        return self._at(range(self._count)[i])
 
     def __iter__(self) -> Iterator[Decision]:
-        for i in range(len(self._raw)):
+        for i in range(self._count):
             yield self._at(i)
 
     def __eq__(self, other: object) -> bool:
@@ -229,17 +296,18 @@ class Decisions(Sequence[Decision]):
         return hash(tuple(self))
 
     def __add__(self, other: Sequence[Decision]) -> Decisions:
-        return Decisions([*self._items(), *_items_of(other)])
+        return Decisions._joined([*self._segments(), *_segments_of(other)])
 
     def __radd__(self, other: Sequence[Decision]) -> Decisions:
-        return Decisions([*_items_of(other), *self._items()])
+        return Decisions._joined([*_segments_of(other), *self._segments()])
 
     def _items(self) -> list[Any]:
         """The items (JSON objects or Decisions), for building another sequence: do not change."""
+        raw = self._raw
         if not self._built:
-            return self._raw
+            return raw
         built = self._built
-        return [built.get(i, r) for i, r in enumerate(self._raw)]
+        return [built.get(i, r) for i, r in enumerate(raw)]
 
     def names(self, accepted: bool | None = None) -> list[str]:
         """The features' names (only the accepted, or only the rejected ones, if asked)."""
@@ -257,8 +325,8 @@ class Decisions(Sequence[Decision]):
         return f"Decisions({len(self)} decisions)"
 
 
-def _items_of(seq: Sequence[Decision]) -> list[Any]:
-    return seq._items() if isinstance(seq, Decisions) else list(seq)
+def _segments_of(seq: Sequence[Decision]) -> list[_Segment]:
+    return seq._segments() if isinstance(seq, Decisions) else [list(seq)]
 
 
 @dataclass(frozen=True)
@@ -313,7 +381,9 @@ class FeaturesResult:
             return FeaturesResult(version, Decisions(), ())
         return FeaturesResult(
             version=parts[-1].version,
-            decisions=Decisions(list(chain.from_iterable(_items_of(p.decisions) for p in parts))),
+            decisions=Decisions._joined(
+                chain.from_iterable(p.decisions._segments() for p in parts)
+            ),
             selected=parts[-1].selected,
             seqs=tuple(s for p in parts for s in p.seqs),
             replayed=any(p.replayed for p in parts),
@@ -321,11 +391,33 @@ class FeaturesResult:
         )
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any], replayed: bool = False) -> FeaturesResult:
+    def from_answer(
+        cls, content: bytes, replayed: bool, parse: Callable[[bytes], Any]
+    ) -> FeaturesResult:
+        """From an answer's JSON text, ``parse`` reading it.
+
+        The decisions of a large answer stay its text until they are first
+        read (see ``_Unread``): what is parsed now is freed at once.
+        """
+        d = parse(content)
+        count = len(d.get("decisions") or ())
+        if count < UNREAD_DECISIONS:
+            return cls.from_json(d, replayed)
+
+        def load(text: bytes) -> Sequence[Any]:
+            return parse(text).get("decisions") or ()
+
+        return cls.from_json(d, replayed, Decisions.unread(content, count, load))
+
+    @classmethod
+    def from_json(
+        cls, d: Mapping[str, Any], replayed: bool = False, decisions: Decisions | None = None
+    ) -> FeaturesResult:
+        """From a parsed answer (``decisions``: its decisions, when already made)."""
         seq = d.get("seq")
         return cls(
             version=int(d["version"]),
-            decisions=Decisions(d.get("decisions") or ()),
+            decisions=Decisions(d.get("decisions") or ()) if decisions is None else decisions,
             selected=tuple(str(s) for s in d.get("selected") or ()),
             seqs=() if seq is None else (int(seq),),
             replayed=replayed,

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from featurestream_client import _core, _data
-from featurestream_client.models import Decision, Decisions
+from featurestream_client.models import UNREAD_DECISIONS, Decision, Decisions, FeaturesResult
 
 
 def _reference_plan(
@@ -134,3 +134,48 @@ def test_decisions_build_on_reading_and_keep_what_was_built() -> None:
     assert d.names(accepted=True) == ["f1"] and joined.names(accepted=False)[-1] == "f0"
     assert Decisions(joined)[1] is first
     assert list(d) == [Decision.from_json(r) for r in raw]
+
+
+def _answer(lo: int, n: int, version: int) -> bytes:
+    decisions = [
+        {"name": f"f{i}", "accepted": i % 7 == 0, "evicted": [], "reason": "r", "score": i / 3}
+        for i in range(lo, lo + n)
+    ]
+    return json.dumps({"version": version, "seq": version, "decisions": decisions}).encode()
+
+
+@pytest.mark.parametrize("sizes", [[1500, 10, 2000], [5, 7], [1000]])
+def test_large_answers_keep_their_decisions_as_text_until_read(sizes: list[int]) -> None:
+    parsed: list[int] = []
+
+    def parse(content: bytes) -> Any:
+        parsed.append(len(content))
+        return json.loads(content)
+
+    answers, lo = [], 0
+    for v, n in enumerate(sizes, start=1):
+        answers.append(_answer(lo, n, v))
+        lo += n
+    lazy = [FeaturesResult.from_answer(a, False, parse) for a in answers]
+    eager = [FeaturesResult.from_json(json.loads(a)) for a in answers]
+    assert len(parsed) == len(answers)  # each answer parsed once on arrival
+    joined = FeaturesResult.combine(lazy)
+    assert len(joined.decisions) == sum(sizes) and joined.version == len(sizes)
+    # Neither joining nor the length read a decision.
+    large = sum(n >= UNREAD_DECISIONS for n in sizes)
+    assert len(parsed) == len(answers)
+    first = joined.decisions[0]
+    assert len(parsed) == len(answers) + large  # the large ones parsed again, once
+    assert joined.decisions[0] is first and joined.decisions[-1].name == f"f{sum(sizes) - 1}"
+    assert joined == FeaturesResult.combine(eager)
+    assert joined.accepted == FeaturesResult.combine(eager).accepted
+    assert len(parsed) == len(answers) + large
+    # Sequences made from unread ones stay unread; reading them gives the same decisions.
+    more = FeaturesResult.combine(
+        [FeaturesResult.from_answer(a, False, parse) for a in answers]
+    ).decisions
+    tail = [Decision("x", True)]
+    assert len(more + tail) == len(more) + 1 and len(tail + more) == len(more) + 1
+    assert list(more + tail) == [*joined.decisions, *tail]
+    assert list(tail + more) == [*tail, *joined.decisions]
+    assert more[1:3] == list(joined.decisions)[1:3]
