@@ -16,7 +16,14 @@ from hypothesis.extra.numpy import arrays
 import featurestream.selectors
 from featurestream import codec
 from featurestream.errors import InvalidInput, InvalidParameter
-from featurestream.selectors.fsds import FSDS, FSDSParams, FSDSState, fsds_scores, sketch_step
+from featurestream.selectors.fsds import (
+    FSDS,
+    FSDSParams,
+    FSDSState,
+    _tall_svd,
+    fsds_scores,
+    sketch_step,
+)
 from tests.unit.selectors.common import blob
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -334,3 +341,35 @@ def test_fsds_resume_mid_stream_continues_identically() -> None:
     resumed.learn_instances(X[20:30])
     resumed.learn_instances(X[30:])
     assert blob(resumed) == blob(straight)
+
+
+@st.composite
+def tall_matrices(draw: st.DrawFn) -> tuple[np.ndarray, int]:
+    """A d x m matrix with d > m (some columns zero or repeated: rank-deficient too)."""
+    m = draw(st.integers(1, 70))
+    d = draw(st.integers(m + 1, m + 40))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    C = rng.normal(size=(d, m)) * draw(st.sampled_from([1e-3, 1.0, 1e4]))
+    for j in draw(st.lists(st.integers(0, m - 1), max_size=3)):
+        C[:, j] = 0.0 if draw(st.booleans()) else C[:, 0]
+    return C, draw(st.integers(1, m + 5))
+
+
+@given(tall_matrices())
+def test_fsds_tall_svd_gives_the_singular_triplets_of_c(case: tuple[np.ndarray, int]) -> None:
+    # The QR route of a tall sketch step (panels of 32 columns, fewer when C has fewer)
+    # against the definition: the singular values of C, and l orthonormal columns u_i
+    # with ||C^T u_i|| = s_i.
+    C, l = case
+    U, s = _tall_svd(C, l)
+    expected = np.linalg.svd(C, compute_uv=False)
+    scale = max(float(expected[0]), 1e-300)
+    assert s.shape == expected.shape
+    np.testing.assert_allclose(s, expected, rtol=0, atol=1e-12 * scale)
+    keep = min(l, C.shape[1])
+    assert U.shape == (C.shape[0], keep) and U.flags.c_contiguous
+    np.testing.assert_allclose(U.T @ U, np.eye(keep), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        np.linalg.norm(C.T @ U, axis=0), s[:keep], rtol=0, atol=1e-11 * scale
+    )
