@@ -20,6 +20,12 @@ It reproduces ``OFS`` decision for decision and weight for weight:
   ball with room for every rounding (and lam is not subnormal, where the
   exact sum could overflow): the scale is then 1, as the exact norm would
   have made it. Near or past the edge the exact norm decides.
+* Outside S, w is 0 and w~_j = x_j c. A dense truncating step whose w~ is
+  proved inside the ball with d >= 2B (``_dense_step_inside``, the usual
+  case) works from x itself: it bounds ||w~||^2 with the squares of x,
+  finds the candidates among max(|x_j|, |x_{j + d/2}|) scaled by |c|
+  (rounding is monotone), and never writes w~ out; the values it keeps are
+  those of the general step (``_dense_step_general``), bit for bit.
 * Truncate(v, B) leaves v alone when |S| <= B and otherwise finds the B-th
   largest |v| over S by a partial selection (quickselect), keeping ties at it
   by lower index.
@@ -86,7 +92,7 @@ _SCALE_ELEMENTS = 1 << 18
 
 
 @_jit
-def _dense_step_truncate(
+def _dense_step_general(
     w: Vector,
     x: Vector,
     c: float,
@@ -242,6 +248,187 @@ def _dense_step_truncate(
 
 
 @_jit
+def _bound_outside(x: Vector, c: float, d: int) -> float:
+    """An upper bound, to rounding, of what the entries of w~ = w + x c outside S add to ||w~||^2.
+
+    Each of them is x_j c, and its square fl(fl(x_j c)^2) is at most
+    (x_j c)^2 (1 + u)^3 + 2^-1075 (a square below the normal range rounds
+    to 0 or a subnormal); so with c2 = fl(c^2) normal and the squares of x
+    summed in any order (``_sum_squares_estimate``, within (d - 1) u), the
+    sum over j of these squares is at most
+    c2 (sum fl(x_j^2) + d 2^-1074) + d 2^-1074, to (d + 4) u. The slack of
+    ``_inside_ball`` covers that and the |S| < d / 2 squares over S added
+    after. Infinite (nothing proved) when c2 is not normal, or a sum overflows.
+    """
+    c2 = c * c
+    if not c2 >= 2.0**-1022:
+        return math.inf
+    tiny = d * _LEAST
+    return c2 * (_sum_squares_estimate(x, d) + tiny) + tiny
+
+
+@_jit
+def _dense_step_inside(
+    w: Vector,
+    x: Vector,
+    c: float,
+    S: IntVector,
+    nS: int,
+    B: int,
+    radius_inv: float,
+    pairs: Vector,
+    cand_j: IntVector,
+    found: IntVector,
+    cand_v: Vector,
+    ws: Vector,
+    mags: Vector,
+) -> int:
+    """``_dense_step_general`` when w~ is well inside the ball and d >= 2B, from x itself.
+
+    Returns the new |S|, or -1, having changed nothing, when it cannot tell
+    (then the general step runs). Outside S, w is 0 and w~_j = x_j c: the
+    step does not write w~ out. Its parts, each giving the very values the
+    general step computes:
+
+    * the scale: an upper bound of ||w~||^2 (``_bound_outside`` for the
+      entries outside S, plus the squares of w~ over S): if ``_inside_ball``
+      proves it inside, the exact norm is too, and the scale is 1;
+    * the groups: the pairs hold max(|x_j|, |x_{j + h}|), the pairs holding an
+      entry of S taken again without it, and fold as the general step's do;
+      a group's maximum times |c| is the maximum of its |w~_j| = |x_j c|
+      (rounding is monotone and sign-symmetric);
+    * the candidates, their threshold and the entries kept, as there, with
+      w~_j = x_j c outside S and the w~ over S kept in ``ws``.
+    """
+    d = w.shape[0]
+    h = d // 2
+    if h < B:
+        return -1
+    estimate = _bound_outside(x, c, d)
+    for k in range(nS):
+        j = S[k]
+        v = w[j] + x[j] * c
+        ws[k] = v
+        estimate += v * v
+    if not _inside_ball(estimate, radius_inv, d):
+        return -1
+    for i in range(h):
+        pairs[i] = max(abs(x[i]), abs(x[i + h]))
+    for k in range(nS):
+        j = S[k]
+        if j < 2 * h:
+            i = j - h if j >= h else j
+            a = abs(x[i]) if w[i] == 0.0 else 0.0
+            b = abs(x[i + h]) if w[i + h] == 0.0 else 0.0
+            pairs[i] = max(a, b)
+    size = h
+    if size >= 2 * B:
+        size = h // 2
+        for i in range(size):
+            mags[i] = max(pairs[i], pairs[i + size])
+    else:
+        for i in range(size):
+            mags[i] = pairs[i]
+    while size >= 2 * B:
+        half = size // 2
+        for i in range(half):
+            mags[i] = max(mags[i], mags[i + half])
+        size = half
+    for i in range(B, size):
+        mags[i - B] = max(mags[i - B], mags[i])
+    cabs = abs(c)
+    for i in range(B):
+        mags[i] = mags[i] * cabs
+    for k in range(nS):
+        mags[B + k] = abs(ws[k])
+    lb = max(_select(mags, B + nS, nS) * _NEAR, _LEAST)
+    low = 0
+    high = 0
+    for i in range(h):
+        if pairs[i] * cabs >= lb:
+            found[low] = i
+            low += (abs(x[i] * c) >= lb) & (w[i] == 0.0)
+            found[h + high] = i + h
+            high += (abs(x[i + h] * c) >= lb) & (w[i + h] == 0.0)
+    if d > 2 * h:
+        j = d - 1
+        found[h + high] = j
+        high += (abs(x[j] * c) >= lb) & (w[j] == 0.0)
+    nc = 0
+    k = 0
+    r = 0
+    while k < nS or r < low + high:
+        sj = S[k] if k < nS else d
+        fj = d if r == low + high else (found[r] if r < low else found[h + r - low])
+        if sj < fj:
+            v = ws[k]
+            cand_j[nc] = sj
+            cand_v[nc] = v
+            nc += abs(v) >= lb
+            k += 1
+        else:
+            cand_j[nc] = fj
+            cand_v[nc] = x[fj] * c
+            nc += 1
+            r += 1
+    thr = 0.0
+    if nc == B:
+        thr = abs(cand_v[0])
+        for q in range(1, nc):
+            thr = min(thr, abs(cand_v[q]))
+    elif nc > B:
+        for q in range(nc):
+            mags[q] = abs(cand_v[q])
+        thr = _select(mags, nc, nc - B)
+    if nc >= B and thr < _TINY:
+        return -1
+    above = 0
+    for q in range(nc):
+        above += abs(cand_v[q]) > thr
+    for k in range(nS):
+        w[S[k]] = 0.0
+    ties = B - above
+    kept = 0
+    for q in range(nc):
+        j = cand_j[q]
+        v = cand_v[q]
+        a = abs(v)
+        keep = (a > thr) | ((a == thr) & (a != 0.0) & (ties > 0))
+        ties -= keep & (a == thr)
+        w[j] = v if keep else 0.0
+        S[kept] = j
+        kept += keep
+    return kept
+
+
+@_jit
+def _dense_step_truncate(
+    w: Vector,
+    x: Vector,
+    c: float,
+    S: IntVector,
+    nS: int,
+    B: int,
+    radius_inv: float,
+    sq: Vector,
+    cand_j: IntVector,
+    found: IntVector,
+    wt: Vector,
+    ws: Vector,
+    mags: Vector,
+) -> int:
+    """w := Truncate(projection of w + c x, B) for a dense x; returns the new |S|.
+
+    ``_dense_step_inside`` when it can tell, else ``_dense_step_general``
+    (same arguments, ``wt`` holding the candidates' values in the former).
+    """
+    kept = _dense_step_inside(w, x, c, S, nS, B, radius_inv, sq, cand_j, found, wt, ws, mags)
+    if kept >= 0:
+        return kept
+    return _dense_step_general(w, x, c, S, nS, B, radius_inv, sq, cand_j, found, wt, mags)
+
+
+@_jit
 def _learn_dense(
     w: Vector,
     X: Matrix,
@@ -267,6 +454,7 @@ def _learn_dense(
     cand_j = np.empty(d if one_pass else 0, dtype=np.int64)
     found = np.empty(d if one_pass else 0, dtype=np.int64)
     wt = np.empty(d if one_pass else 0)
+    ws = np.empty(d if one_pass else 0)
     mags = np.empty(d + B if one_pass else 0)
     mistakes = 0
     for i in range(m):
@@ -291,7 +479,7 @@ def _learn_dense(
             c = eta * yi
             if one_pass:
                 nS = _dense_step_truncate(
-                    w, x, c, S, nS, B, radius_inv, tmp, cand_j, found, wt, mags
+                    w, x, c, S, nS, B, radius_inv, tmp, cand_j, found, wt, ws, mags
                 )
                 continue
             # A dense step can touch every entry: a contiguous pass (it

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -486,3 +486,109 @@ def test_every_kernel_releases_the_interpreter_lock() -> None:
     ]
     assert len(kernels) >= 10
     assert [k.py_func.__name__ for k in kernels if not k.targetoptions.get("nogil")] == []
+
+
+# --------------------------------------------------------------------------- the step from x
+
+
+def _scratch(d: int, B: int) -> tuple[np.ndarray, ...]:
+    """The work arrays ``_learn_dense`` gives a truncating step."""
+    ints = np.empty(d, dtype=np.int64)
+    return np.empty(d), ints, np.empty(d, dtype=np.int64), np.empty(d), np.empty(d), np.empty(d + B)
+
+
+def _both_steps(
+    w0: np.ndarray, x: np.ndarray, c: float, B: int, radius_inv: float
+) -> tuple[int, tuple[np.ndarray, np.ndarray, int]]:
+    """``_dense_step_inside`` (its answer) and ``_dense_step_general`` (w, S, |S|) from w0."""
+    d = w0.shape[0]
+    S0 = np.flatnonzero(w0).astype(np.int64)
+    S0 = np.concatenate([S0, np.zeros(d - S0.shape[0], dtype=np.int64)])
+    nS = int(np.count_nonzero(w0))
+    sq, cand_j, found, wt, ws, mags = _scratch(d, B)
+    w_in, S_in = w0.copy(), S0.copy()
+    kept = _ofs_kernel._dense_step_inside(
+        w_in, x, c, S_in, nS, B, radius_inv, sq, cand_j, found, wt, ws, mags
+    )
+    w_gen, S_gen = w0.copy(), S0.copy()
+    sq, cand_j, found, wt, _, mags = _scratch(d, B)
+    n_gen = _ofs_kernel._dense_step_general(
+        w_gen, x, c, S_gen, nS, B, radius_inv, sq, cand_j, found, wt, mags
+    )
+    if kept < 0:
+        # Nothing changed when it cannot tell.
+        assert w_in.tobytes() == w0.tobytes() and S_in.tobytes() == S0.tobytes()
+    else:
+        assert kept == n_gen
+        assert w_in.tobytes() == w_gen.tobytes()
+        assert S_in[:kept].tolist() == S_gen[:n_gen].tolist()
+    return kept, (w_gen, S_gen, n_gen)
+
+
+MAGNITUDES = st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.0, 1e-3])
+EXTREMES = st.sampled_from([1e-170, 1e150, 2.0**-1074, 1e-3])
+
+
+@settings(max_examples=400)
+@given(
+    d=st.integers(2, 70),
+    data=st.data(),
+)
+def test_the_step_from_x_is_the_general_step_bit_for_bit(d: int, data: st.DataObject) -> None:
+    # Few distinct magnitudes (ties at the bound, entries of S paired with each other
+    # or with ties), odd and even d, d from 2B up, now and then values whose squares
+    # underflow or overflow, and balls from far inside to outside w~.
+    B = data.draw(st.integers(1, d // 2))
+    signs = st.sampled_from([1.0, -1.0])
+    extreme = data.draw(st.booleans())
+
+    def magnitude() -> float:
+        if extreme and data.draw(st.integers(0, 7)) == 0:
+            return data.draw(EXTREMES)
+        return data.draw(MAGNITUDES)
+
+    x = np.array([magnitude() * data.draw(signs) for _ in range(d)])
+    support = data.draw(st.lists(st.integers(0, d - 1), max_size=B, unique=True))
+    w0 = np.zeros(d)
+    for j in support:
+        w0[j] = (magnitude() or 1.5) * data.draw(signs)
+    c = data.draw(st.sampled_from([0.2, -0.2, 1.0, -3.0, 0.7, -0.05, 1e-160, 1e160]))
+    with np.errstate(over="ignore", under="ignore"):
+        norm = float(np.sqrt(np.add.reduce((w0 + x * c) ** 2)))
+    factor = data.draw(st.sampled_from([0.1, 0.5, 0.9, 1.0, 2.0]))
+    radius_inv = (
+        factor / norm
+        if 0.0 < norm < math.inf and data.draw(st.booleans())
+        else data.draw(st.sampled_from([1e-200, 1e-3, 1.0, 1e3, 1e200]))
+    )
+    _both_steps(w0, x, c, B, radius_inv)
+
+
+def test_the_step_from_x_is_taken_inside_the_ball_and_left_near_its_edge() -> None:
+    rng = np.random.default_rng(11)
+    d, B = 1001, 20
+    w0 = np.zeros(d)
+    w0[rng.choice(d, size=B, replace=False)] = rng.normal(size=B)
+    x = rng.normal(size=d)
+    c = -0.2
+    wt = w0 + x * c
+    norm = math.sqrt(float(np.add.reduce(wt[wt != 0.0] ** 2)))
+    taken = []
+    # Well inside, near the edge on both sides (the bound over-counts the squares of x c
+    # at S, a few percent here), and outside (the general step projects).
+    for factor in (0.5, 0.9, 1.0 - 1e-3, 1.0 - 1e-12, 1.0, 1.0 + 1e-12, 2.0):
+        kept, (w, _, n) = _both_steps(w0, x, c, B, factor / norm)
+        taken.append(kept >= 0)
+        assert n == B and np.count_nonzero(w) == B
+    assert taken == [True, True, False, False, False, False, False]
+
+
+def test_the_bound_of_the_entries_outside_s_holds_where_squares_underflow() -> None:
+    # x_j^2 underflows to 0 while (x_j c)^2 does not: the bound still covers the
+    # step's squares; a c whose square is not normal proves nothing.
+    x = np.full(64, 1e-170)
+    exact = float(np.add.reduce((x * 1e10) ** 2))
+    assert exact > 0.0 and float(np.add.reduce(x * x)) == 0.0
+    assert _ofs_kernel._bound_outside(x, 1e10, 64) >= exact
+    assert _ofs_kernel._bound_outside(x, 1e-160, 64) == math.inf
+    assert _ofs_kernel._bound_outside(np.full(8, 1e200), 1.0, 8) == math.inf
