@@ -31,7 +31,11 @@ class Eviction:
     by: str | None = None
 
 
-@dataclass(frozen=True, init=False)
+# Fills a frozen instance's slots (dataclasses does the same, looking it up each time).
+_set = object.__setattr__
+
+
+@dataclass(frozen=True, slots=True, init=False)
 class Decision:
     """The outcome of one arriving feature.
 
@@ -62,19 +66,18 @@ class Decision:
         evicted: tuple[Eviction, ...] = (),
         group: str | None = None,
     ) -> None:
-        # A write of a million columns makes a million of these. The generated
-        # frozen __init__ sets each field through object.__setattr__ (about 0.9 us
-        # a decision, a quarter of SAOLA's time per column on news20-like data);
-        # filling the instance dict directly gives the same object in 0.4 us,
-        # still frozen to assignment.
-        fields = self.__dict__
-        fields["feature"] = feature
-        fields["accepted"] = accepted
-        fields["reason"] = reason
-        fields["by"] = by
-        fields["score"] = score
-        fields["evicted"] = evicted
-        fields["group"] = group
+        # A write of a million columns makes a million of these: slots (half the
+        # memory of an instance dict, and nothing more for the garbage collector to
+        # walk) filled through one bound object.__setattr__, where the generated
+        # frozen __init__ looks it up for every field (0.75 us a decision against
+        # 0.92; SAOLA on news20-like data in process 9% faster).
+        _set(self, "feature", feature)
+        _set(self, "accepted", accepted)
+        _set(self, "reason", reason)
+        _set(self, "by", by)
+        _set(self, "score", score)
+        _set(self, "evicted", evicted)
+        _set(self, "group", group)
 
 
 @dataclass(frozen=True)
