@@ -187,15 +187,16 @@ class _Unread:
     upload), and take several times the memory of the text they came from.
     """
 
-    __slots__ = ("content", "count", "load")
+    __slots__ = ("content", "count", "parse")
 
-    def __init__(self, content: bytes, count: int, load: Callable[[bytes], Sequence[Any]]) -> None:
+    def __init__(self, content: bytes, count: int, parse: Callable[[bytes], Any]) -> None:
+        # ``parse``: a module-level function, so that a result still pickles.
         self.content = content
         self.count = count
-        self.load = load
+        self.parse = parse
 
     def items(self) -> list[Any]:
-        items = list(self.load(self.content))
+        items = list(self.parse(self.content).get("decisions") or ())
         if len(items) != self.count:  # pragma: no cover - the same bytes parse the same
             raise ValueError(f"expected {self.count} decisions, the answer holds {len(items)}")
         return items
@@ -230,11 +231,9 @@ class Decisions(Sequence[Decision]):
         self._count = len(self._items_read)
 
     @classmethod
-    def unread(
-        cls, content: bytes, count: int, load: Callable[[bytes], Sequence[Any]]
-    ) -> Decisions:
-        """The ``count`` decisions ``load(content)`` gives, read when first needed."""
-        return cls._joined([_Unread(content, count, load)])
+    def unread(cls, content: bytes, count: int, parse: Callable[[bytes], Any]) -> Decisions:
+        """The ``count`` decisions of the answer ``content``, parsed when first read."""
+        return cls._joined([_Unread(content, count, parse)])
 
     @classmethod
     def _joined(cls, segments: Iterable[_Segment]) -> Decisions:
@@ -394,7 +393,7 @@ class FeaturesResult:
     def from_answer(
         cls, content: bytes, replayed: bool, parse: Callable[[bytes], Any]
     ) -> FeaturesResult:
-        """From an answer's JSON text, ``parse`` reading it.
+        """From an answer's JSON text, ``parse`` reading it (a module-level function).
 
         The decisions of a large answer stay its text until they are first
         read (see ``_Unread``): what is parsed now is freed at once.
@@ -403,11 +402,7 @@ class FeaturesResult:
         count = len(d.get("decisions") or ())
         if count < UNREAD_DECISIONS:
             return cls.from_json(d, replayed)
-
-        def load(text: bytes) -> Sequence[Any]:
-            return parse(text).get("decisions") or ()
-
-        return cls.from_json(d, replayed, Decisions.unread(content, count, load))
+        return cls.from_json(d, replayed, Decisions.unread(content, count, parse))
 
     @classmethod
     def from_json(

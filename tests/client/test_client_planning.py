@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import pickle
 from typing import Any
 
 import numpy as np
@@ -179,3 +180,11 @@ def test_large_answers_keep_their_decisions_as_text_until_read(sizes: list[int])
     assert list(more + tail) == [*joined.decisions, *tail]
     assert list(tail + more) == [*tail, *joined.decisions]
     assert more[1:3] == list(joined.decisions)[1:3]
+
+
+def test_a_result_with_unread_decisions_pickles() -> None:
+    answer = _answer(0, 1200, 3)
+    result = FeaturesResult.from_answer(answer, True, _core.parse_json)
+    again = pickle.loads(pickle.dumps(result))
+    assert len(again.decisions) == 1200 and again.version == 3 and again.replayed
+    assert again == FeaturesResult.from_json(json.loads(answer), True)
