@@ -247,8 +247,8 @@ class Decisions(Sequence[Decision]):
 
     @property
     def _raw(self) -> list[Any]:
-        if self._unread is not None:
-            segments = self._unread
+        segments = self._unread
+        if segments is not None:
             self._items_read = list(
                 chain.from_iterable(s.items() if isinstance(s, _Unread) else s for s in segments)
             )
@@ -381,7 +381,7 @@ class FeaturesResult:
         return FeaturesResult(
             version=parts[-1].version,
             decisions=Decisions._joined(
-                chain.from_iterable(p.decisions._segments() for p in parts)
+                chain.from_iterable(_segments_of(p.decisions) for p in parts)
             ),
             selected=parts[-1].selected,
             seqs=tuple(s for p in parts for s in p.seqs),

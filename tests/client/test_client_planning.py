@@ -188,3 +188,11 @@ def test_a_result_with_unread_decisions_pickles() -> None:
     again = pickle.loads(pickle.dumps(result))
     assert len(again.decisions) == 1200 and again.version == 3 and again.replayed
     assert again == FeaturesResult.from_json(json.loads(answer), True)
+
+
+def test_results_combine_whatever_sequence_holds_their_decisions() -> None:
+    lazy = FeaturesResult.from_answer(_answer(0, 1500, 2), False, _core.parse_json)
+    plain = FeaturesResult(1, (Decision("a", True),), ())  # type: ignore[arg-type]
+    joined = FeaturesResult.combine([plain, lazy])
+    assert len(joined.decisions) == 1501 and joined.decisions[0].name == "a"
+    assert joined.decisions[1].name == "f0" and joined.version == 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import inspect
 import pickle
 import platform
 import subprocess
@@ -86,6 +87,16 @@ def test_a_decision_is_a_frozen_dataclass_of_its_fields(ds: list[Decision]) -> N
         with pytest.raises(dataclasses.FrozenInstanceError):
             d.accepted = True  # type: ignore[misc]
     assert Decision("a", True) == Decision("a", True, None, None, None, (), None)
+
+
+def test_decisions_init_takes_every_field_with_its_default() -> None:
+    # Decision's __init__ is written by hand: it must follow the fields.
+    params = list(inspect.signature(Decision.__init__).parameters.values())[1:]
+    fields = dataclasses.fields(Decision)
+    assert [p.name for p in params] == [f.name for f in fields]
+    assert [p.default for p in params] == [
+        inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default for f in fields
+    ]
 
 
 def _tally_one_by_one(events: list[dict[str, object]]) -> Counter[str]:

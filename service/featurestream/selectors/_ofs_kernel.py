@@ -256,9 +256,10 @@ def _bound_outside(x: Vector, c: float, d: int) -> float:
     to 0 or a subnormal); so with c2 = fl(c^2) normal and the squares of x
     summed in any order (``_sum_squares_estimate``, within (d - 1) u), the
     sum over j of these squares is at most
-    c2 (sum fl(x_j^2) + d 2^-1074) + d 2^-1074, to (d + 4) u. The slack of
-    ``_inside_ball`` covers that and the |S| < d / 2 squares over S added
-    after. Infinite (nothing proved) when c2 is not normal, or a sum overflows.
+    c2 (sum fl(x_j^2) + d 2^-1074) + d 2^-1074, to (d + 8) u. The slack of
+    ``_inside_ball``, 8 (d + 16) u, covers that and the rounding of the |S| <= d
+    squares over S added after. Infinite (nothing proved) when c2 is not
+    normal, or a sum overflows.
     """
     c2 = c * c
     if not c2 >= 2.0**-1022:
