@@ -92,6 +92,83 @@ _SCALE_ELEMENTS = 1 << 18
 
 
 @_jit
+def _fold_pairs(pairs: Vector, h: int, B: int, mags: Vector) -> None:
+    """The h >= B pairs' maxima folded into B groups' maxima, in ``mags[:B]``.
+
+    The pairs fold onto each other while at least 2B groups are left, then
+    the extra ones onto the first B (an odd one out of a fold is in no group).
+    """
+    size = h
+    if size >= 2 * B:
+        size = h // 2
+        for i in range(size):
+            mags[i] = max(pairs[i], pairs[i + size])
+    else:
+        for i in range(size):
+            mags[i] = pairs[i]
+    while size >= 2 * B:
+        half = size // 2
+        for i in range(half):
+            mags[i] = max(mags[i], mags[i + half])
+        size = half
+    for i in range(B, size):
+        mags[i - B] = max(mags[i - B], mags[i])
+
+
+@_jit
+def _threshold(cand_v: Vector, nc: int, B: int, mags: Vector) -> tuple[float, int]:
+    """The B-th largest |cand_v[:nc]| (0 when fewer), and how many are above it."""
+    thr = 0.0
+    if nc == B:
+        thr = abs(cand_v[0])
+        for q in range(1, nc):
+            thr = min(thr, abs(cand_v[q]))
+    elif nc > B:
+        for q in range(nc):
+            mags[q] = abs(cand_v[q])
+        thr = _select(mags, nc, nc - B)
+    above = 0
+    for q in range(nc):
+        above += abs(cand_v[q]) > thr
+    return thr, above
+
+
+@_jit
+def _write_kept(
+    w: Vector,
+    S: IntVector,
+    nS: int,
+    cand_j: IntVector,
+    cand_v: Vector,
+    nc: int,
+    B: int,
+    thr: float,
+    above: int,
+) -> int:
+    """w := the candidates (indices ``cand_j``, values ``cand_v``) kept, 0 elsewhere; new |S|.
+
+    w is non-zero only on S[:nS] before, and the candidates include every
+    entry that can be kept: the values above thr, then those equal to it in
+    the B - above places left, by lower index (the candidates are in index
+    order). S becomes the kept indices, in order.
+    """
+    for k in range(nS):
+        w[S[k]] = 0.0
+    ties = B - above
+    kept = 0
+    for q in range(nc):
+        j = cand_j[q]
+        v = cand_v[q]
+        a = abs(v)
+        keep = (a > thr) | ((a == thr) & (a != 0.0) & (ties > 0))
+        ties -= keep & (a == thr)
+        w[j] = v if keep else 0.0  # a candidate not kept is 0 now (+0.0, see _decay)
+        S[kept] = j
+        kept += keep
+    return kept
+
+
+@_jit
 def _dense_step_general(
     w: Vector,
     x: Vector,
@@ -156,24 +233,7 @@ def _dense_step_general(
             a = abs(wt[i]) if w[i] == 0.0 else 0.0
             b = abs(wt[i + h]) if w[i + h] == 0.0 else 0.0
             pairs[i] = max(a, b)
-        # The pairs folded onto each other while at least 2B groups are left,
-        # then the extra ones onto the first B (an odd one out of a fold is in
-        # no group).
-        size = h
-        if size >= 2 * B:
-            size = h // 2
-            for i in range(size):
-                mags[i] = max(pairs[i], pairs[i + size])
-        else:
-            for i in range(size):
-                mags[i] = pairs[i]
-        while size >= 2 * B:
-            half = size // 2
-            for i in range(half):
-                mags[i] = max(mags[i], mags[i + half])
-            size = half
-        for i in range(B, size):
-            mags[i - B] = max(mags[i - B], mags[i])
+        _fold_pairs(pairs, h, B, mags)
         for k in range(nS):
             j = S[k]
             mags[B + k] = abs(wt[j]) if w[j] != 0.0 else 0.0
@@ -211,40 +271,17 @@ def _dense_step_general(
         for j in range(d):
             cand_j[nc] = j
             nc += wt[j] != 0.0
-    # The B-th largest |w~_j| (0 when fewer are non-zero), and how many project above it.
-    thr = 0.0
-    if nc == B:
-        thr = abs(wt[cand_j[0]])
-        for q in range(1, nc):
-            thr = min(thr, abs(wt[cand_j[q]]))
-        thr *= scale
-    elif nc > B:
-        for q in range(nc):
-            mags[q] = abs(wt[cand_j[q]])
-        thr = _select(mags, nc, nc - B) * scale
-    above = 0
+    # The candidates' projected values (the pairs are done with ``sq``).
+    cand_v = sq
     for q in range(nc):
-        above += abs(wt[cand_j[q]] * scale) > thr
+        cand_v[q] = wt[cand_j[q]] * scale
+    thr, above = _threshold(cand_v, nc, B, mags)
     if nc >= B and thr < _TINY:
         # Projected values near the subnormals: decide over every entry.
         for j in range(d):
             w[j] = w[j] + x[j] * c
         return _keep_largest(w, S, _support(w, S), B, scale, thr, above)
-    for k in range(nS):
-        w[S[k]] = 0.0
-    # Ties at thr fill the B - above places left by lower index.
-    ties = B - above
-    kept = 0
-    for q in range(nc):
-        j = cand_j[q]
-        v = wt[j] * scale
-        a = abs(v)
-        keep = (a > thr) | ((a == thr) & (a != 0.0) & (ties > 0))
-        ties -= keep & (a == thr)
-        w[j] = v if keep else 0.0  # a candidate not kept is 0 now (+0.0, see _decay)
-        S[kept] = j
-        kept += keep
-    return kept
+    return _write_kept(w, S, nS, cand_j, cand_v, nc, B, thr, above)
 
 
 @_jit
@@ -322,21 +359,7 @@ def _dense_step_inside(
             a = abs(x[i]) if w[i] == 0.0 else 0.0
             b = abs(x[i + h]) if w[i + h] == 0.0 else 0.0
             pairs[i] = max(a, b)
-    size = h
-    if size >= 2 * B:
-        size = h // 2
-        for i in range(size):
-            mags[i] = max(pairs[i], pairs[i + size])
-    else:
-        for i in range(size):
-            mags[i] = pairs[i]
-    while size >= 2 * B:
-        half = size // 2
-        for i in range(half):
-            mags[i] = max(mags[i], mags[i + half])
-        size = half
-    for i in range(B, size):
-        mags[i - B] = max(mags[i - B], mags[i])
+    _fold_pairs(pairs, h, B, mags)
     cabs = abs(c)
     for i in range(B):
         mags[i] = mags[i] * cabs
@@ -372,34 +395,10 @@ def _dense_step_inside(
             cand_v[nc] = x[fj] * c
             nc += 1
             r += 1
-    thr = 0.0
-    if nc == B:
-        thr = abs(cand_v[0])
-        for q in range(1, nc):
-            thr = min(thr, abs(cand_v[q]))
-    elif nc > B:
-        for q in range(nc):
-            mags[q] = abs(cand_v[q])
-        thr = _select(mags, nc, nc - B)
+    thr, above = _threshold(cand_v, nc, B, mags)
     if nc >= B and thr < _TINY:
         return -1
-    above = 0
-    for q in range(nc):
-        above += abs(cand_v[q]) > thr
-    for k in range(nS):
-        w[S[k]] = 0.0
-    ties = B - above
-    kept = 0
-    for q in range(nc):
-        j = cand_j[q]
-        v = cand_v[q]
-        a = abs(v)
-        keep = (a > thr) | ((a == thr) & (a != 0.0) & (ties > 0))
-        ties -= keep & (a == thr)
-        w[j] = v if keep else 0.0
-        S[kept] = j
-        kept += keep
-    return kept
+    return _write_kept(w, S, nS, cand_j, cand_v, nc, B, thr, above)
 
 
 @_jit
