@@ -15,17 +15,15 @@ It reproduces ``OFS`` decision for decision and weight for weight:
 * With truncation, a dense instance is read at S by the dot product, and in
   full only by a step: the next instance's entries at S are prefetched (a
   cache hint, no effect on values) while the current one is learnt.
-* A dense truncating step skips the exact norm of w~ when an estimate (any
-  order of summation, so it vectorises) proves w~ inside the projection's
-  ball with room for every rounding (and lam is not subnormal, where the
-  exact sum could overflow): the scale is then 1, as the exact norm would
-  have made it. Near or past the edge the exact norm decides.
-* Outside S, w is 0 and w~_j = x_j c. A dense truncating step whose w~ is
-  proved inside the ball with d >= 2B (``_dense_step_inside``, the usual
-  case) works from x itself: it bounds ||w~||^2 with the squares of x,
-  finds the candidates among max(|x_j|, |x_{j + d/2}|) scaled by |c|
-  (rounding is monotone), and never writes w~ out; the values it keeps are
-  those of the general step (``_dense_step_general``), bit for bit.
+* A dense truncating step works from x itself: outside S, w is 0 and
+  w~_j = x_j c, so w~ is never written out. It skips the exact norm of w~
+  when an upper bound (the squares of x times c^2, any order of summation,
+  so it vectorises) proves w~ inside the projection's ball with room for
+  every rounding (and lam is not subnormal, where the exact sum could
+  overflow): the scale is then 1, as the exact norm would have made it.
+  Near or past the edge the exact norm decides. It finds the candidates for
+  truncation among max(|x_j|, |x_{j + d/2}|) scaled by |c| (rounding is
+  monotone).
 * Truncate(v, B) leaves v alone when |S| <= B and otherwise finds the B-th
   largest |v| over S by a partial selection (quickselect), keeping ties at it
   by lower index.
@@ -116,20 +114,26 @@ def _fold_pairs(pairs: Vector, h: int, B: int, mags: Vector) -> None:
 
 
 @_jit
-def _threshold(cand_v: Vector, nc: int, B: int, mags: Vector) -> tuple[float, int]:
-    """The B-th largest |cand_v[:nc]| (0 when fewer), and how many are above it."""
+def _threshold(cand_v: Vector, nc: int, B: int, scale: float, mags: Vector) -> tuple[float, int]:
+    """The B-th largest of |cand_v[:nc]| * scale (0 when fewer), and how many are above it.
+
+    The selection is over the magnitudes before the scale (rounding is
+    monotone, so the scaled B-th largest is the B-th largest scaled); an
+    infinite value with a scale of 0 never reaches the selection as a NaN.
+    """
     thr = 0.0
     if nc == B:
         thr = abs(cand_v[0])
         for q in range(1, nc):
             thr = min(thr, abs(cand_v[q]))
+        thr *= scale
     elif nc > B:
         for q in range(nc):
             mags[q] = abs(cand_v[q])
-        thr = _select(mags, nc, nc - B)
+        thr = _select(mags, nc, nc - B) * scale
     above = 0
     for q in range(nc):
-        above += abs(cand_v[q]) > thr
+        above += abs(cand_v[q] * scale) > thr
     return thr, above
 
 
@@ -142,10 +146,11 @@ def _write_kept(
     cand_v: Vector,
     nc: int,
     B: int,
+    scale: float,
     thr: float,
     above: int,
 ) -> int:
-    """w := the candidates (indices ``cand_j``, values ``cand_v``) kept, 0 elsewhere; new |S|.
+    """w := the candidates (indices ``cand_j``, values ``cand_v * scale``) kept; new |S|.
 
     w is non-zero only on S[:nS] before, and the candidates include every
     entry that can be kept: the values above thr, then those equal to it in
@@ -158,7 +163,7 @@ def _write_kept(
     kept = 0
     for q in range(nc):
         j = cand_j[q]
-        v = cand_v[q]
+        v = cand_v[q] * scale
         a = abs(v)
         keep = (a > thr) | ((a == thr) & (a != 0.0) & (ties > 0))
         ties -= keep & (a == thr)
@@ -166,122 +171,6 @@ def _write_kept(
         S[kept] = j
         kept += keep
     return kept
-
-
-@_jit
-def _dense_step_general(
-    w: Vector,
-    x: Vector,
-    c: float,
-    S: IntVector,
-    nS: int,
-    B: int,
-    radius_inv: float,
-    sq: Vector,
-    cand_j: IntVector,
-    found: IntVector,
-    wt: Vector,
-    mags: Vector,
-) -> int:
-    """w := Truncate(projection of w + c x, B) for a dense x; returns the new |S|.
-
-    w is non-zero only on S[:nS] (a non-zero w_j marks j in S) and has no
-    -0.0; d > B. A first pass writes w~ = w + x c to ``wt``. The projection
-    needs ||w~|| only to tell whether w~ leaves the ball of radius 1 / sqrt(lam):
-    a vectorised estimate of ||w~||^2 (``_sum_squares_estimate``) settles
-    that when w~ is well inside (``_inside_ball``), as a truncated w~ most
-    often is; otherwise the squares of the non-zeros go to ``sq`` and are
-    summed in index order, as ``_norm`` would. With d >= 2B, a second pass
-    pairs j and j + d // 2 (an odd last entry is in no pair) and writes to
-    ``sq`` the larger |w~_j| of each pair's entries outside S; folding the
-    pairs onto each other (elementwise maxima, into ``mags``) groups the
-    entries outside S into B disjoint groups, whose maxima and the |w~_j| over
-    S are B + |S| distinct entries. The B-th largest of them (``_select``),
-    lb, is at most the B-th largest of all, and most often that value itself.
-    The candidates (``cand_j``, in index order) are the entries with
-    |w~_j| >= lb * _NEAR: those outside S, looked for in the few pairs that
-    reach it (``found``), merged with those of S; hardly more than B, a
-    selection over their magnitudes gives the B-th largest.
-    Only S is zeroed and the kept candidates are written, projected by the
-    product ``_keep_largest`` computes. The first two passes and the folds
-    have no branches and vectorise; the search of the pairs branches on the
-    few that reach lb. O(d) reads and O(|S| + B) writes per step.
-    """
-    d = w.shape[0]
-    for j in range(d):
-        wt[j] = w[j] + x[j] * c
-    # min(1, 1 / (sqrt(lam) ||w~||)): shrink only outside the ball (a zero w~ is
-    # inside it; this also avoids dividing by zero). A truncated w~ is most
-    # often well inside, which a vectorised estimate of ||w~||^2 proves; the
-    # exact norm (numpy's order, over the non-zeros) only near or past the edge.
-    scale = 1.0
-    if not _inside_ball(_sum_squares_estimate(wt, d), radius_inv, d):
-        n = 0  # non-zeros of w~
-        for j in range(d):
-            v = wt[j]
-            sq[n] = v * v
-            n += v != 0.0
-        norm = math.sqrt(_sum(sq, n))
-        if radius_inv * norm > 1.0:
-            scale = 1.0 / (radius_inv * norm)
-    nc = 0  # candidates
-    h = d // 2
-    if h >= B:
-        pairs = sq  # the norm is done with it
-        for i in range(h):
-            # A non-zero w_j marks j in S: the pairs hold the entries outside S.
-            a = abs(wt[i]) if w[i] == 0.0 else 0.0
-            b = abs(wt[i + h]) if w[i + h] == 0.0 else 0.0
-            pairs[i] = max(a, b)
-        _fold_pairs(pairs, h, B, mags)
-        for k in range(nS):
-            j = S[k]
-            mags[B + k] = abs(wt[j]) if w[j] != 0.0 else 0.0
-        lb = max(_select(mags, B + nS, nS) * _NEAR, _LEAST)
-        # The entries outside S at least lb, from the few pairs that reach it:
-        # those below h in found[:low], the others in found[h:h + high].
-        low = 0
-        high = 0
-        for i in range(h):
-            if pairs[i] >= lb:
-                found[low] = i
-                low += (abs(wt[i]) >= lb) & (w[i] == 0.0)
-                found[h + high] = i + h
-                high += (abs(wt[i + h]) >= lb) & (w[i + h] == 0.0)
-        if d > 2 * h:
-            j = d - 1
-            found[h + high] = j
-            high += (abs(wt[j]) >= lb) & (w[j] == 0.0)
-        # Merged in index order with the entries of S at least lb (d: none left).
-        k = 0
-        r = 0
-        while k < nS or r < low + high:
-            sj = S[k] if k < nS else d
-            fj = d if r == low + high else (found[r] if r < low else found[h + r - low])
-            if sj < fj:
-                cand_j[nc] = sj
-                nc += (abs(wt[sj]) >= lb) & (w[sj] != 0.0)
-                k += 1
-            else:
-                cand_j[nc] = fj
-                nc += 1
-                r += 1
-    else:
-        # Fewer than 2B entries: every non-zero is a candidate.
-        for j in range(d):
-            cand_j[nc] = j
-            nc += wt[j] != 0.0
-    # The candidates' projected values (the pairs are done with ``sq``).
-    cand_v = sq
-    for q in range(nc):
-        cand_v[q] = wt[cand_j[q]] * scale
-    thr, above = _threshold(cand_v, nc, B, mags)
-    if nc >= B and thr < _TINY:
-        # Projected values near the subnormals: decide over every entry.
-        for j in range(d):
-            w[j] = w[j] + x[j] * c
-        return _keep_largest(w, S, _support(w, S), B, scale, thr, above)
-    return _write_kept(w, S, nS, cand_j, cand_v, nc, B, thr, above)
 
 
 @_jit
@@ -306,55 +195,47 @@ def _bound_outside(x: Vector, c: float, d: int) -> float:
 
 
 @_jit
-def _dense_step_inside(
+def _candidates(
     w: Vector,
     x: Vector,
     c: float,
     S: IntVector,
     nS: int,
     B: int,
-    radius_inv: float,
-    pairs: Vector,
-    cand_j: IntVector,
-    found: IntVector,
-    cand_v: Vector,
     ws: Vector,
+    pairs: Vector,
+    found: IntVector,
     mags: Vector,
+    cand_j: IntVector,
+    cand_v: Vector,
 ) -> int:
-    """``_dense_step_general`` when w~ is well inside the ball and d >= 2B, from x itself.
+    """The entries of w~ = w + x c that can be among its B largest |w~_j|; returns their count.
 
-    Returns the new |S|, or -1, having changed nothing, when it cannot tell
-    (then the general step runs). Outside S, w is 0 and w~_j = x_j c: the
-    step does not write w~ out. Its parts, each giving the very values the
-    general step computes:
-
-    * the scale: an upper bound of ||w~||^2 (``_bound_outside`` for the
-      entries outside S, plus the squares of w~ over S): if ``_inside_ball``
-      proves it inside, the exact norm is too, and the scale is 1;
-    * the groups: the pairs hold max(|x_j|, |x_{j + h}|), the pairs holding an
-      entry of S taken again without it, and fold as the general step's do;
-      a group's maximum times |c| is the maximum of its |w~_j| = |x_j c|
-      (rounding is monotone and sign-symmetric);
-    * the candidates, their threshold and the entries kept, as there, with
-      w~_j = x_j c outside S and the w~ over S kept in ``ws``.
+    d >= 2B; ``ws[:nS]`` holds w~ over S. Outside S, w is 0 and w~_j = x_j c,
+    so w~ need not be written out. j and j + d // 2 are paired (an odd last
+    entry is in no pair) and ``pairs`` holds the larger |x_j| of each pair's
+    entries outside S (computed for every pair, then again without S for the
+    pairs holding an entry of S). Folding the pairs onto each other groups
+    the entries outside S into B disjoint groups; a group's largest |x_j|
+    times |c| is its largest |w~_j| (rounding is monotone and
+    sign-symmetric). Those B maxima and the |w~_j| over S are B + |S|
+    distinct entries; the B-th largest of them (``_select``), lb, is at most
+    the B-th largest of all, and most often that value itself. The
+    candidates are the entries with |w~_j| >= lb * _NEAR: those outside S,
+    looked for in the few pairs that reach it (``found``), merged in index
+    order with those of S; hardly more than B. Their indices go to
+    ``cand_j`` and their values, unprojected, to ``cand_v``. The pass over
+    the pairs and the folds have no branches and vectorise; the search of the
+    pairs branches on the few that reach lb.
     """
     d = w.shape[0]
     h = d // 2
-    if h < B:
-        return -1
-    estimate = _bound_outside(x, c, d)
-    for k in range(nS):
-        j = S[k]
-        v = w[j] + x[j] * c
-        ws[k] = v
-        estimate += v * v
-    if not _inside_ball(estimate, radius_inv, d):
-        return -1
     for i in range(h):
         pairs[i] = max(abs(x[i]), abs(x[i + h]))
     for k in range(nS):
         j = S[k]
         if j < 2 * h:
+            # A non-zero w_j marks j in S: a pair holds its entries outside S.
             i = j - h if j >= h else j
             a = abs(x[i]) if w[i] == 0.0 else 0.0
             b = abs(x[i + h]) if w[i + h] == 0.0 else 0.0
@@ -366,6 +247,8 @@ def _dense_step_inside(
     for k in range(nS):
         mags[B + k] = abs(ws[k])
     lb = max(_select(mags, B + nS, nS) * _NEAR, _LEAST)
+    # The entries outside S at least lb, from the few pairs that reach it:
+    # those below h in found[:low], the others in found[h:h + high].
     low = 0
     high = 0
     for i in range(h):
@@ -378,6 +261,7 @@ def _dense_step_inside(
         j = d - 1
         found[h + high] = j
         high += (abs(x[j] * c) >= lb) & (w[j] == 0.0)
+    # Merged in index order with the entries of S at least lb (d: none left).
     nc = 0
     k = 0
     r = 0
@@ -395,10 +279,7 @@ def _dense_step_inside(
             cand_v[nc] = x[fj] * c
             nc += 1
             r += 1
-    thr, above = _threshold(cand_v, nc, B, mags)
-    if nc >= B and thr < _TINY:
-        return -1
-    return _write_kept(w, S, nS, cand_j, cand_v, nc, B, thr, above)
+    return nc
 
 
 @_jit
@@ -413,19 +294,66 @@ def _dense_step_truncate(
     sq: Vector,
     cand_j: IntVector,
     found: IntVector,
-    wt: Vector,
+    cand_v: Vector,
     ws: Vector,
     mags: Vector,
 ) -> int:
     """w := Truncate(projection of w + c x, B) for a dense x; returns the new |S|.
 
-    ``_dense_step_inside`` when it can tell, else ``_dense_step_general``
-    (same arguments, ``wt`` holding the candidates' values in the former).
+    w is non-zero only on S[:nS] (a non-zero w_j marks j in S) and has no
+    -0.0; d > B. Outside S, w~ = w + x c is x c, and is never written out.
+    The projection needs ||w~|| only to tell whether w~ leaves the ball of
+    radius 1 / sqrt(lam): an upper bound of ||w~||^2 (``_bound_outside`` for
+    the entries outside S, plus the squares of w~ over S, summed in any order)
+    settles that when w~ is well inside (``_inside_ball``), as a truncated w~
+    most often is; otherwise the squares of the non-zeros of w~ go to ``sq``
+    and are summed in index order, as ``_norm`` would. With d >= 2B the
+    candidates for the B largest come from ``_candidates``; with fewer
+    entries every non-zero is one. A selection over their projected
+    magnitudes gives the B-th largest; only S is zeroed and the kept
+    candidates are written (``_write_kept``). O(d) reads and O(|S| + B)
+    writes per step.
     """
-    kept = _dense_step_inside(w, x, c, S, nS, B, radius_inv, sq, cand_j, found, wt, ws, mags)
-    if kept >= 0:
-        return kept
-    return _dense_step_general(w, x, c, S, nS, B, radius_inv, sq, cand_j, found, wt, mags)
+    d = w.shape[0]
+    estimate = _bound_outside(x, c, d)
+    for k in range(nS):
+        j = S[k]
+        v = w[j] + x[j] * c
+        ws[k] = v
+        estimate += v * v
+    # min(1, 1 / (sqrt(lam) ||w~||)): shrink only outside the ball (a zero w~ is
+    # inside it; this also avoids dividing by zero). The bound adds the exact
+    # squares' terms outside S, to rounding, and those over S: within the slack
+    # of ``_inside_ball`` of a sum no smaller than the exact one.
+    scale = 1.0
+    if not _inside_ball(estimate, radius_inv, d):
+        n = 0  # non-zeros of w~
+        for j in range(d):
+            v = w[j] + x[j] * c
+            sq[n] = v * v
+            n += v != 0.0
+        norm = math.sqrt(_sum(sq, n))
+        if radius_inv * norm > 1.0:
+            scale = 1.0 / (radius_inv * norm)
+    if d >= 2 * B:
+        nc = _candidates(w, x, c, S, nS, B, ws, sq, found, mags, cand_j, cand_v)
+    else:
+        # Fewer than 2B entries: every non-zero is a candidate.
+        nc = 0
+        for j in range(d):
+            v = w[j] + x[j] * c
+            cand_j[nc] = j
+            cand_v[nc] = v
+            nc += v != 0.0
+    # The B-th largest projected |w~_j| (0 when fewer are non-zero), and how many
+    # project above it.
+    thr, above = _threshold(cand_v, nc, B, scale, mags)
+    if nc >= B and thr < _TINY:
+        # Projected values near the subnormals: decide over every entry.
+        for j in range(d):
+            w[j] = w[j] + x[j] * c
+        return _keep_largest(w, S, _support(w, S), B, scale, thr, above)
+    return _write_kept(w, S, nS, cand_j, cand_v, nc, B, scale, thr, above)
 
 
 @_jit
@@ -453,7 +381,7 @@ def _learn_dense(
     one_pass = d > B and not np.any(np.signbit(w[w == 0.0]))
     cand_j = np.empty(d if one_pass else 0, dtype=np.int64)
     found = np.empty(d if one_pass else 0, dtype=np.int64)
-    wt = np.empty(d if one_pass else 0)
+    cand_v = np.empty(d if one_pass else 0)
     ws = np.empty(d if one_pass else 0)
     mags = np.empty(d + B if one_pass else 0)
     mistakes = 0
@@ -479,7 +407,7 @@ def _learn_dense(
             c = eta * yi
             if one_pass:
                 nS = _dense_step_truncate(
-                    w, x, c, S, nS, B, radius_inv, tmp, cand_j, found, wt, ws, mags
+                    w, x, c, S, nS, B, radius_inv, tmp, cand_j, found, cand_v, ws, mags
                 )
                 continue
             # A dense step can touch every entry: a contiguous pass (it
