@@ -67,6 +67,8 @@ async def test_unknown_stream_raises_not_found(store: StateStore) -> None:
     with pytest.raises(StreamNotFound):
         await store.summary("missing")
     with pytest.raises(StreamNotFound):
+        await store.selection("missing")
+    with pytest.raises(StreamNotFound):
         await store.commit("missing", _commit(0, cid="c"))
     assert await store.delete("missing") is False
 
@@ -88,6 +90,10 @@ async def test_commit_bumps_version_and_writes_everything(store: StateStore) -> 
     entries = await store.events("s1", 1, 10)
     assert [e.version for e in entries] == [1]
     assert json.loads(entries[0].payload)["events"][0]["v"] == 1
+    # GET /selected's read: the version and the document, as summary has them.
+    summary = await store.summary("s1")
+    assert await store.selection("s1") == (summary.version, summary.selection)
+    assert summary.version == 1 and json.loads(summary.selection) == {"v": 1}
 
 
 async def test_stale_version_is_a_concurrent_update(store: StateStore) -> None:

@@ -245,9 +245,9 @@ class StreamEngine:
         return int(info["n_instances"])
 
     async def selection(self, stream_id: str) -> StoredSelection:
-        """The committed selection document, as stored (no state is decoded)."""
-        s = await self.store.summary(stream_id)
-        return StoredSelection(s.version, s.selection)
+        """The committed selection document, as stored (no state is decoded, no info read)."""
+        version, document = await self.store.selection(stream_id)
+        return StoredSelection(version, document)
 
     def subscribe(self, stream_id: str) -> AbstractAsyncContextManager[Subscription]:
         """Selection notifications of the stream, from every process (see the store)."""

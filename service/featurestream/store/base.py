@@ -251,6 +251,10 @@ class StateStore(Protocol):
     async def head(self, stream_id: str) -> StreamHead:
         """Incarnation, version and last commit id (one small read); raises StreamNotFound."""
 
+    async def selection(self, stream_id: str) -> tuple[int, bytes]:
+        """The version and the committed selection document, nothing else (one small
+        read: ``GET /selected`` polls it many times a second); raises StreamNotFound."""
+
     async def commit(self, stream_id: str, commit: Commit) -> int:
         """Apply a state change; returns the new version.
 

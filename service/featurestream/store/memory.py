@@ -144,6 +144,10 @@ class InMemoryStore:
         s = self._get(stream_id)
         return StreamHead(s.incarnation, s.version, s.last_commit)
 
+    async def selection(self, stream_id: str) -> tuple[int, bytes]:
+        s = self._get(stream_id)
+        return s.version, s.selection
+
     async def summary(self, stream_id: str) -> StreamSummary:
         s = self._get(stream_id)
         return StreamSummary(dict(s.info), s.version, s.updated_at, s.selection, s.status)

@@ -1128,6 +1128,14 @@ class RedisStore:
             raise StreamNotFound(stream_id)
         return StreamHead(values[0].decode(), int(values[1]), (values[2] or b"").decode())
 
+    async def selection(self, stream_id: str) -> tuple[int, bytes]:
+        k = stream_keys(self._prefix, stream_id)
+        async with self._guard():
+            values: Any = await self._redis.hmget(k.meta, "version", "selection")
+        if values[0] is None:
+            raise StreamNotFound(stream_id)
+        return int(values[0]), bytes(values[1])
+
     async def summary(self, stream_id: str) -> StreamSummary:
         k = stream_keys(self._prefix, stream_id)
         async with self._guard():
