@@ -29,6 +29,8 @@ MAGIC = b"FSST"
 FORMAT_VERSION = 1
 _PREFIX = struct.Struct("<4sHI")
 _DTYPES = {"f8": np.float64, "i8": np.int64, "b1": np.bool_, "f4": np.float32}
+# Immutable values that are never a float (bool is an int, but exact types are asked).
+_SCALARS = frozenset({str, int, bool, type(None)})
 
 
 class CodecError(FeatureStreamError, ValueError):
@@ -116,11 +118,29 @@ def nonfinite(state: Any) -> str | None:
     return None
 
 
+# Tuples of names and other immutable scalars, known to hold no float: the
+# feature names of every state of a stream are one such tuple, shared from
+# snapshot to snapshot, and walking its thousands of entries at each check held
+# the interpreter lock longer than the arrays' checks. Kept by identity, with a
+# reference (so that an id is not reused while it is here), a bounded number.
+_NO_FLOATS: dict[int, tuple[Any, ...]] = {}
+_NO_FLOATS_MAX = 256
+_NO_FLOATS_MIN_LEN = 64
+
+
 def _finite(value: Any) -> bool:
     if isinstance(value, np.ndarray):
         return value.dtype.kind != "f" or bool(np.isfinite(value).all())
     if isinstance(value, (float, np.floating)):
         return math.isfinite(value)
+    if type(value) is tuple and len(value) >= _NO_FLOATS_MIN_LEN:
+        if _NO_FLOATS.get(id(value)) is value:
+            return True
+        if all(type(v) in _SCALARS for v in value):
+            if len(_NO_FLOATS) >= _NO_FLOATS_MAX:
+                _NO_FLOATS.clear()  # one call: safe while another thread checks too
+            _NO_FLOATS[id(value)] = value
+            return True
     if isinstance(value, (tuple, list)):
         # Names (the common long sequence) are skipped without a call each.
         return all(_finite(v) for v in value if type(v) is not str)

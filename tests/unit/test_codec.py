@@ -62,3 +62,26 @@ def test_unencodable_values_are_refused() -> None:
 
     with pytest.raises(TypeError):
         codec.encode("saola", {}, Bad(object()))
+
+
+def test_nonfinite_finds_a_float_in_a_long_tuple_whatever_was_checked_before() -> None:
+    """A long tuple of names is remembered as float-free by identity only: an equal
+    tuple with one float in it, or a NaN among names, is still looked at."""
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class State:
+        names: tuple[object, ...]
+
+    names = tuple(f"f{i}" for i in range(200))
+    assert codec.nonfinite(State(names)) is None
+    assert codec.nonfinite(State(names)) is None  # remembered: same answer
+    assert codec.nonfinite(State((*names[:-1], float("nan")))) == "names"
+    assert codec.nonfinite(State((*names[:-1], float("inf")))) == "names"
+    assert codec.nonfinite(State((*names[:-1], 1.5))) is None  # a finite float is fine
+    mixed = (*names, (1.0, float("-inf")))
+    assert codec.nonfinite(State(mixed)) == "names"
+    # Many distinct tuples: the memory of them stays bounded.
+    for k in range(3 * codec._NO_FLOATS_MAX):
+        assert codec.nonfinite(State((*names, k))) is None
+    assert len(codec._NO_FLOATS) <= codec._NO_FLOATS_MAX
