@@ -260,6 +260,8 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
     params_type: ClassVar[type[Params]] = OFSParams
     state_type: ClassVar[type[Any]] = OFSState
     status_fields: ClassVar[tuple[str, ...]] = ("mistakes",)
+    # The w the selected order was last computed from, and that order (``_order``).
+    _order_memo: tuple[Vector, npt.NDArray[np.intp]] | None = None
 
     @classmethod
     def test_params(cls) -> list[dict[str, Any]]:
@@ -287,11 +289,11 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
     def selected_features(self) -> tuple[SelectedFeature, ...]:
         w = self.state.w
         names = self.state.feature_names
-        return tuple(SelectedFeature(names[i], float(w[i])) for i in _selected_order(w))
+        return tuple(SelectedFeature(names[i], float(w[i])) for i in self._order())
 
     def selected(self) -> tuple[str, ...]:
         # Asked once per WebSocket frame: names straight from the order, no objects.
-        order = _selected_order(self.state.w)
+        order = self._order()
         if order.shape[0] == 0:
             return ()
         picked = operator.itemgetter(*order.tolist())(self.state.feature_names)
@@ -305,6 +307,21 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
             "scale": self.params.scale,
         }
 
+    def _order(self) -> npt.NDArray[np.intp]:
+        """The selected indices in order (``_selected_order``) of the current w.
+
+        Asked several times per frame (before and after learning, for the
+        answer and for the log); kept with the w it was computed from, which no
+        one changes in place (states are immutable values).
+        """
+        w = self.state.w
+        memo = self._order_memo
+        if memo is not None and memo[0] is w:
+            return memo[1]
+        order = _selected_order(w)
+        self._order_memo = (w, order)
+        return order
+
     # ------------------------------------------------------------------ learning
 
     def _learn_batch(self, X: Any, y: Vector | None) -> InstanceUpdate:
@@ -317,7 +334,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
         # docs/algorithms/ofs.md: labels in {0, 1} or {-1, +1}, 0 means -1; else an error.
         # A stream with a target type also takes any two labels (docs/algorithms.md, "Targets").
         target, labels = typed_labels(self, y)
-        before = _selected_order(s.w)
+        before = self._order()
         w = s.w.copy()  # the private copy the kernel updates in place
         # The per-instance loop is compiled (_ofs_kernel): each update needs the
         # previous w, so there is nothing to vectorise across instances.
@@ -353,6 +370,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
             # Each prediction was made before the step that learnt its instance.
             **tally(s, preds == np.asarray(labels)[: preds.shape[0]]),
         )
+        self._order_memo = (w, after)
         return InstanceUpdate(
             instances=m,
             instances_seen=s.instances_seen + m,

@@ -615,3 +615,29 @@ def test_ofs_standard_scale_is_invariant_to_units() -> None:
     assert ua.predictions == ub.predictions
     np.testing.assert_allclose(a.state.w, b.state.w, rtol=1e-9)
     assert a.status()["scale"] == "standard"
+
+
+def test_the_selection_follows_the_state_it_is_asked_of() -> None:
+    """The selected order is kept with the w it came from: after learning, after the
+    state is put back (a refused frame) and after a resume, it is that state's own."""
+    from featurestream.selectors.ofs import _selected_order
+
+    rng = np.random.default_rng(5)
+    names = [f"f{j}" for j in range(30)]
+    sel = OFS.start(OFSParams(num_features=5, scale="none"), names)
+
+    def expected(s: OFS) -> tuple[str, ...]:
+        return tuple(names[i] for i in _selected_order(s.state.w))
+
+    assert sel.selected() == expected(sel) == ()
+    for _ in range(4):
+        before = sel.snapshot()
+        sel.learn_instances(rng.normal(size=(7, 30)), rng.integers(0, 2, 7))
+        assert sel.selected() == expected(sel) and len(sel.selected()) == 5
+        assert [f.name for f in sel.selected_features()] == list(expected(sel))
+        learnt = sel.snapshot()
+        sel.state = before  # put back, as the engine does with a refused frame
+        assert sel.selected() == expected(sel)
+        sel.state = learnt
+    again = OFS.resume(sel.params, sel.snapshot())
+    assert again.selected() == sel.selected() == expected(sel)
