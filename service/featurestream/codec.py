@@ -122,9 +122,12 @@ def nonfinite(state: Any) -> str | None:
 # feature names of every state of a stream are one such tuple, shared from
 # snapshot to snapshot, and walking its thousands of entries at each check held
 # the interpreter lock longer than the arrays' checks. Kept by identity, with a
-# reference (so that an id is not reused while it is here), a bounded number.
+# reference (so that an id is not reused while it is here), bounded in number
+# and in items: the tuples held here outlive their streams until the table is
+# cleared (a few MB at most; a longer tuple is walked each time, as before).
 _NO_FLOATS: dict[int, tuple[Any, ...]] = {}
 _NO_FLOATS_MAX = 256
+_NO_FLOATS_MAX_ITEMS = 200_000
 _NO_FLOATS_MIN_LEN = 64
 
 
@@ -133,11 +136,12 @@ def _finite(value: Any) -> bool:
         return value.dtype.kind != "f" or bool(np.isfinite(value).all())
     if isinstance(value, (float, np.floating)):
         return math.isfinite(value)
-    if type(value) is tuple and len(value) >= _NO_FLOATS_MIN_LEN:
+    if type(value) is tuple and _NO_FLOATS_MIN_LEN <= len(value) <= _NO_FLOATS_MAX_ITEMS:
         if _NO_FLOATS.get(id(value)) is value:
             return True
         if all(type(v) in _SCALARS for v in value):
-            if len(_NO_FLOATS) >= _NO_FLOATS_MAX:
+            held = sum(map(len, list(_NO_FLOATS.values())))  # a copy: no iteration races
+            if len(_NO_FLOATS) >= _NO_FLOATS_MAX or held + len(value) > _NO_FLOATS_MAX_ITEMS:
                 _NO_FLOATS.clear()  # one call: safe while another thread checks too
             _NO_FLOATS[id(value)] = value
             return True

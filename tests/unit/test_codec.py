@@ -75,13 +75,24 @@ def test_nonfinite_finds_a_float_in_a_long_tuple_whatever_was_checked_before() -
 
     names = tuple(f"f{i}" for i in range(200))
     assert codec.nonfinite(State(names)) is None
-    assert codec.nonfinite(State(names)) is None  # remembered: same answer
+    assert codec._NO_FLOATS.get(id(names)) is names  # remembered, by identity
+    assert codec.nonfinite(State(names)) is None  # and the same answer from memory
     assert codec.nonfinite(State((*names[:-1], float("nan")))) == "names"
     assert codec.nonfinite(State((*names[:-1], float("inf")))) == "names"
     assert codec.nonfinite(State((*names[:-1], 1.5))) is None  # a finite float is fine
     mixed = (*names, (1.0, float("-inf")))
     assert codec.nonfinite(State(mixed)) == "names"
-    # Many distinct tuples: the memory of them stays bounded.
+    # Many distinct tuples: the memory of them stays bounded, in number and in items.
     for k in range(3 * codec._NO_FLOATS_MAX):
         assert codec.nonfinite(State((*names, k))) is None
-    assert len(codec._NO_FLOATS) <= codec._NO_FLOATS_MAX
+        assert 0 < len(codec._NO_FLOATS) <= codec._NO_FLOATS_MAX
+    for k in range(8):
+        assert codec.nonfinite(State(tuple(range(k, k + codec._NO_FLOATS_MAX_ITEMS // 3)))) is None
+        assert sum(map(len, codec._NO_FLOATS.values())) <= codec._NO_FLOATS_MAX_ITEMS
+    # A tuple remembered and then dropped by its owner: short-lived tuples built after
+    # it (which could take its id if the table did not hold it) are still looked at.
+    short_lived = tuple(f"g{i}" for i in range(100))
+    assert codec.nonfinite(State(short_lived)) is None
+    del short_lived
+    for _ in range(50):
+        assert codec.nonfinite(State((*(f"g{i}" for i in range(99)), float("nan")))) == "names"
