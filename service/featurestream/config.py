@@ -210,7 +210,11 @@ class Settings(BaseSettings):
         "unknown for a write) and /readyz fails.",
     )
     redis_socket_timeout: float = Field(
-        10.0, gt=0, description="Seconds a Redis command may take before it fails (503)."
+        10.0,
+        gt=0,
+        description="Seconds one socket read or write may take on the Redis connections "
+        "that carry selection notifications before they are opened again. Store calls "
+        "are bounded as a whole by store_timeout instead.",
     )
     redis_connect_timeout: float = Field(
         5.0, gt=0, description="Seconds to establish a Redis connection."

@@ -160,6 +160,7 @@ async def test_a_hung_redis_fails_each_call_in_store_timeout_and_no_reply_goes_a
             t = time.monotonic()
             results = await asyncio.gather(
                 *(store.summary(sid) for sid in ids),
+                *(store.selection(sid) for sid in ids),
                 *(store.commit(sid, _commit(0, "x", "")) for sid in ids),
                 return_exceptions=True,
             )
@@ -174,7 +175,30 @@ async def test_a_hung_redis_fails_each_call_in_store_timeout_and_no_reply_goes_a
         for _ in range(3):
             got = await asyncio.gather(*(store.summary(sid) for sid in ids))
             assert [s.info["id"] for s in got] == ids
+            read = await asyncio.gather(*(store.selection(sid) for sid in ids))
+            assert read == [(s.version, s.selection) for s in got]
         assert await store.ping() is True
+    finally:
+        await store.close()
+
+
+@pytest.mark.redis
+async def test_store_commands_wait_on_store_timeout_the_notifications_on_the_socket(
+    redis_url: str, key_prefix: str
+) -> None:
+    """The commands of store calls have no socket timeout (``store_timeout`` bounds the
+    call, see the test above; with one, each command is sent from a task of its own);
+    the connections of selection notifications, which wait outside any call, keep
+    ``redis_socket_timeout``."""
+    settings = Settings(store_url=redis_url, key_prefix=key_prefix, redis_socket_timeout=3.5)
+    store = RedisStore.from_settings(settings)
+    try:
+        await _create(store, "s1")
+        assert store.client.connection_pool.connection_kwargs["socket_timeout"] is None
+        async with store.subscribe("s1"):
+            own = store.hub._single
+            assert own is not None
+            assert own.connection_pool.connection_kwargs["socket_timeout"] == 3.5
     finally:
         await store.close()
 

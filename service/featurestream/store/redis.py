@@ -401,11 +401,13 @@ class PubSubHub:
         cluster: bool = False,
         confirm_timeout: float = 5.0,
         poll: float = 1.0,
+        socket_timeout: float | None = None,
     ) -> None:
         self._client = client
         self._cluster = cluster
         self._confirm_timeout = confirm_timeout
         self._poll = poll
+        self._socket_timeout = socket_timeout
         self._broadcaster = Broadcaster()
         self._shards: dict[str, _Shard] = {}
         self._where: dict[str, str] = {}  # channel -> name of the shard it is subscribed on
@@ -493,13 +495,14 @@ class PubSubHub:
                 self._single = _own_client(
                     self._client.connection_pool.connection_class,
                     self._client.connection_pool.connection_kwargs,
+                    self._socket_timeout,
                 )
             return "", self._single.pubsub
         if self._client._initialize:  # the cluster client's own "rediscover" flag
             await self._client.initialize()
         node = self._client.get_node_from_key(channel)
         return node.name, lambda: _own_client(
-            node.connection_class, node.connection_kwargs
+            node.connection_class, node.connection_kwargs, self._socket_timeout
         ).pubsub()
 
     async def _subscribe(self, channel: str) -> None:
@@ -646,11 +649,17 @@ class PubSubHub:
             self._single = None
 
 
-def _own_client(connection_class: Any, connection_kwargs: dict[str, Any]) -> aioredis.Redis:
+def _own_client(
+    connection_class: Any, connection_kwargs: dict[str, Any], socket_timeout: float | None
+) -> aioredis.Redis:
     """A client of one Redis node for pub/sub, with the store's connection settings and
     no retries of its own (a silent reconnect would lose messages unnoticed): the hub
-    handles every failure, and then makes the listeners re-read."""
+    handles every failure, and then makes the listeners re-read. ``socket_timeout``
+    (when not None) bounds each of its socket operations: its reads wait outside any
+    store call, so nothing else bounds them."""
     kwargs = dict(connection_kwargs)
+    if socket_timeout is not None:
+        kwargs["socket_timeout"] = socket_timeout
     for key in ("retry_on_error", "retry_on_timeout", "event_dispatcher"):
         kwargs.pop(key, None)
     kwargs["retry"] = Retry(NoBackoff(), 0)
@@ -672,8 +681,10 @@ class RedisStore:
         timeout: float = 2.0,
         replicas_ack: int = 0,
         replicas_ack_timeout: float = 1.0,
+        notify_socket_timeout: float | None = None,
     ):
         self._redis = client
+        self._notify_socket_timeout = notify_socket_timeout
         self._cluster = isinstance(client, RedisCluster)
         self._prefix = prefix
         self._replay_window = replay_window
@@ -703,7 +714,13 @@ class RedisStore:
         # command re-sent after a dropped connection cannot apply twice.
         retry = Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=2)
         common: dict[str, Any] = {
-            "socket_timeout": settings.redis_socket_timeout,
+            # No socket timeout on the commands' connections: every store call is
+            # bounded as a whole by store_timeout (``_guard``; a call cut short closes
+            # its connection). With one, redis-py sends each command through
+            # asyncio.wait_for, which on Python 3.11 runs it as a task of its own: one
+            # more pass of the event loop for every command, a read's among them.
+            # The notifications' connections keep it (``PubSubHub``).
+            "socket_timeout": None,
             "socket_connect_timeout": settings.redis_connect_timeout,
             "max_connections": settings.redis_max_connections,
             "health_check_interval": 30,
@@ -737,6 +754,7 @@ class RedisStore:
             timeout=settings.store_timeout,
             replicas_ack=settings.replicas_ack,
             replicas_ack_timeout=settings.replicas_ack_timeout,
+            notify_socket_timeout=settings.redis_socket_timeout,
         )
 
     @property
@@ -914,7 +932,12 @@ class RedisStore:
     def hub(self) -> PubSubHub:
         """This process's pub/sub connections (opened on the first subscription)."""
         if self._hub is None:
-            self._hub = PubSubHub(self._redis, cluster=self._cluster, confirm_timeout=self._timeout)
+            self._hub = PubSubHub(
+                self._redis,
+                cluster=self._cluster,
+                confirm_timeout=self._timeout,
+                socket_timeout=self._notify_socket_timeout,
+            )
         return self._hub
 
     @asynccontextmanager
