@@ -34,6 +34,14 @@ def wdbc() -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.fixture
+def server(settings: Settings) -> Iterator[ServeProcess]:
+    """One ``featurestream serve`` process on the memory store, or on real Redis."""
+    proc = ServeProcess(settings.store_url, prefix=settings.key_prefix).start()
+    yield proc
+    proc.kill()
+
+
+@pytest.fixture
 def servers() -> Iterator[list[ServeProcess]]:
     """Server processes a test starts: SIGKILLed at its end, whatever happened."""
     started: list[ServeProcess] = []
