@@ -4,9 +4,12 @@ A write of 20,000 feature columns logs about 2 MB of JSON (a decision per
 column) and keeps its 2 MB response for replays. Redis copies every byte of a
 commit script's arguments into the script (about 1 ms per MB, every other
 client waiting), appends them to its AOF (whose rewrites then fork the server
-every few seconds of a large ingest) and sends them to its replicas. zlib at
-level 1 shrinks such JSON about seven times, at about 3 ms per MB of CPU in the
-worker thread that renders it (zlib lets go of the interpreter lock meanwhile).
+every few seconds of a large ingest) and sends them to its replicas. Deflate
+at level 1 shrinks such JSON about eight times. The compressor is ISA-L's (the
+``isal`` package): the same zlib format as the standard library's ``zlib``,
+which reads it and whose output it reads, in a quarter of the time (a 1.8 MB
+response: 1.5 ms against 5.9 ms), in the worker thread that renders it (it lets
+go of the interpreter lock meanwhile).
 
 Payloads under :data:`PACK_ABOVE` bytes are kept as they are; readers take
 either form, and payloads stored before packing existed read unchanged (JSON
@@ -22,7 +25,7 @@ True
 
 from __future__ import annotations
 
-import zlib
+from isal import isal_zlib
 
 #: Payloads at least this large are stored compressed.
 PACK_ABOVE = 1 << 16
@@ -33,13 +36,13 @@ def pack(raw: bytes) -> bytes:
     """``raw`` as stored: compressed when it is large (run it beside the event loop)."""
     if len(raw) < PACK_ABOVE:
         return raw
-    return _MARK + zlib.compress(raw, 1)
+    return _MARK + isal_zlib.compress(raw, 1)
 
 
 def unpack(stored: bytes) -> bytes:
     """The payload ``pack`` was given."""
     if stored.startswith(_MARK):
-        return zlib.decompress(stored[len(_MARK) :])
+        return isal_zlib.decompress(stored[len(_MARK) :])
     return stored
 
 
