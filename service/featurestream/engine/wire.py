@@ -109,6 +109,10 @@ def render_decisions(decisions: Sequence[Decision]) -> tuple[list[Document], lis
     for d in decisions:
         name = d.feature
         reason = d.reason
+        if reason is not None:
+            # The member's plain string: orjson writes the same bytes, twice as fast as
+            # through the enum.
+            reason = reason._value_
         score = d.score
         accepted = d.accepted
         evicted = d.evicted
