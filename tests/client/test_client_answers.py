@@ -1,0 +1,74 @@
+"""Large answers of a chunked write are parsed beside the next request (in a thread of
+the SDK's own): the result is the one a single request gives, and a failure part way
+still carries what the chunks before it did."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from featurestream_client import Client, _core
+from featurestream_client.errors import InvalidInput
+
+N, B, CHUNK = 40, 9_000, 3_000  # answers of 3,000 decisions: over _BACKGROUND_BYTES
+
+
+@pytest.fixture
+def parsed_in(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The threads that parsed each features answer, in order."""
+    threads: list[str] = []
+    parse = _core._features_result
+
+    def spy(reply: _core.Reply) -> object:
+        threads.append(threading.current_thread().name)
+        return parse(reply)
+
+    monkeypatch.setattr(_core, "_features_result", spy)
+    return threads
+
+
+def _data() -> tuple[sp.csc_matrix, np.ndarray, list[str]]:
+    """Sparse columns: one request per chunk of columns (.npz, the names inside)."""
+    rng = np.random.default_rng(11)
+    y = rng.normal(size=N)
+    X = rng.normal(size=(N, B))
+    X[:, [10, 4_000, 8_500]] += 3 * y[:, None]
+    X[rng.random(size=X.shape) < 0.5] = 0.0
+    return sp.csc_matrix(X), y, [f"feature-{i:05d}" for i in range(B)]
+
+
+def test_chunked_answers_parsed_aside_equal_one_answer(
+    client: Client, parsed_in: list[str]
+) -> None:
+    X, y, names = _data()
+    chunked = client.create_stream("saola", target=y)
+    result = chunked.add_features(X, names, chunk_columns=CHUNK)
+    assert len(parsed_in) == 3
+    assert all(t.startswith("featurestream-answers") for t in parsed_in), parsed_in
+    whole = client.create_stream("saola", target=y)
+    one = whole.add_features(X, names, chunk_columns=B)
+    assert parsed_in[3] == threading.current_thread().name  # one answer: parsed at once
+    assert result.seqs == (1, 2, 3) and one.seqs == (1,)
+    assert len(result.decisions) == B
+    assert list(result.decisions) == list(one.decisions)
+    assert list(result.selected) == list(one.selected) == whole.selected().names
+    assert result.version == 3 and result.warnings == one.warnings
+
+
+def test_a_failing_chunk_carries_the_answers_parsed_before_it(client: Client) -> None:
+    X, y, names = _data()
+    s = client.create_stream("saola", target=y)
+    s.add_features(X[:, :1], ["taken"])
+    # The third request names a feature the stream has: refused, the first two applied.
+    with pytest.raises(InvalidInput, match="already in the stream") as exc:
+        s.add_features(X[:, 1:], [*names[1 : B - 1], "taken"], chunk_columns=CHUNK)
+    partial = exc.value.partial
+    assert partial.seqs == (2, 3) and len(partial.decisions) == 2 * CHUNK
+    reference = client.create_stream("saola", target=y)
+    reference.add_features(X[:, :1], ["taken"])
+    done = reference.add_features(X[:, 1 : 2 * CHUNK + 1], names[1 : 2 * CHUNK + 1])
+    assert list(partial.decisions) == list(done.decisions)
+    assert partial.selected == done.selected and s.refresh().version == 3
