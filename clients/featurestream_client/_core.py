@@ -557,11 +557,16 @@ class StreamCore:
         """
         path = stream_path(self.id, suffix)
         todo = deque(chunks)
-        with _Answers(parse, background=len(chunks) > 1) as parts:
+        several = len(chunks) > 1
+        with (
+            _Answers(parse, background=several) as parts,
+            _Bodies(body_of, ahead=several) as bodies,
+        ):
             while todo:
                 chunk = todo.popleft()
+                encode = partial(bodies.body, after=todo[0] if todo else None)
                 try:
-                    reply = yield from self.write_op(partial(_post_call, path, body_of, chunk))
+                    reply = yield from self.write_op(partial(_post_call, path, encode, chunk))
                 except RequestTooExpensive as exc:
                     pieces = split(chunk, exc.completed)
                     if len(pieces) > 1:
@@ -574,6 +579,43 @@ class StreamCore:
                     raise
                 parts.add(reply)
             return combine(parts.results())
+
+
+class _Bodies(Generic[C]):
+    """The bodies of one call's requests, each next one encoded while a request is out.
+
+    With ``ahead``, building the body of a chunk starts a thread encoding the
+    chunk ``after`` it for the seq that follows, which the next request takes
+    when it is indeed that chunk with that seq (after a retry or a split it is
+    encoded again, at once). The client's encoding then overlaps the server's
+    work on the request before.
+    """
+
+    def __init__(self, body_of: Callable[[C, int], Any], *, ahead: bool) -> None:
+        self._body_of = body_of
+        self._pool = (
+            ThreadPoolExecutor(1, thread_name_prefix="featurestream-bodies") if ahead else None
+        )
+        self._next: tuple[C, int, Future[Any]] | None = None
+
+    def body(self, chunk: C, seq: int, after: C | None = None) -> Any:
+        ready, self._next = self._next, None
+        if ready is not None and ready[0] is chunk and ready[1] == seq:
+            body = ready[2].result()
+        else:
+            if ready is not None:
+                ready[2].cancel()
+            body = self._body_of(chunk, seq)
+        if self._pool is not None and after is not None:
+            self._next = (after, seq + 1, self._pool.submit(self._body_of, after, seq + 1))
+        return body
+
+    def __enter__(self) -> _Bodies[C]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 # Answers at least this large are parsed beside the next request (see _Answers).

@@ -1,6 +1,7 @@
-"""Large answers of a chunked write are parsed beside the next request (in a thread of
-the SDK's own): the result is the one a single request gives, and a failure part way
-still carries what the chunks before it did."""
+"""A chunked write keeps the server busy: each next body is encoded, and each large
+answer parsed, beside the request that is out (in threads of the SDK's own). The
+result is the one a single request gives, and a failure part way still carries what
+the chunks before it did."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from featurestream_client import Client, _core
+from featurestream_client import Client, _core, _data
 from featurestream_client.errors import InvalidInput
 
 N, B, CHUNK = 40, 9_000, 3_000  # answers of 3,000 decisions: over _BACKGROUND_BYTES
@@ -30,7 +31,21 @@ def parsed_in(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return threads
 
 
-def _data() -> tuple[sp.csc_matrix, np.ndarray, list[str]]:
+@pytest.fixture
+def encoded_in(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """The thread that encoded each features body, and its seq, in order."""
+    threads: list[tuple[str, int]] = []
+    encode = _data.features_body
+
+    def spy(cols: _data.Columns, chunk: _data.Chunk, producer: str, seq: int) -> _data.Body:
+        threads.append((threading.current_thread().name, seq))
+        return encode(cols, chunk, producer, seq)
+
+    monkeypatch.setattr(_data, "features_body", spy)
+    return threads
+
+
+def _dataset() -> tuple[sp.csc_matrix, np.ndarray, list[str]]:
     """Sparse columns: one request per chunk of columns (.npz, the names inside)."""
     rng = np.random.default_rng(11)
     y = rng.normal(size=N)
@@ -41,13 +56,18 @@ def _data() -> tuple[sp.csc_matrix, np.ndarray, list[str]]:
 
 
 def test_chunked_answers_parsed_aside_equal_one_answer(
-    client: Client, parsed_in: list[str]
+    client: Client, parsed_in: list[str], encoded_in: list[tuple[str, int]]
 ) -> None:
-    X, y, names = _data()
+    X, y, names = _dataset()
     chunked = client.create_stream("saola", target=y)
     result = chunked.add_features(X, names, chunk_columns=CHUNK)
     assert len(parsed_in) == 3
     assert all(t.startswith("featurestream-answers") for t in parsed_in), parsed_in
+    # The first body at once, the two others while the request before them was out.
+    main = threading.current_thread().name
+    assert [seq for _, seq in encoded_in] == [1, 2, 3]
+    assert encoded_in[0][0] == main
+    assert all(t.startswith("featurestream-bodies") for t, _ in encoded_in[1:]), encoded_in
     whole = client.create_stream("saola", target=y)
     one = whole.add_features(X, names, chunk_columns=B)
     assert parsed_in[3] == threading.current_thread().name  # one answer: parsed at once
@@ -59,7 +79,7 @@ def test_chunked_answers_parsed_aside_equal_one_answer(
 
 
 def test_a_failing_chunk_carries_the_answers_parsed_before_it(client: Client) -> None:
-    X, y, names = _data()
+    X, y, names = _dataset()
     s = client.create_stream("saola", target=y)
     s.add_features(X[:, :1], ["taken"])
     # The third request names a feature the stream has: refused, the first two applied.
