@@ -1,10 +1,10 @@
 """A feature stream's names are unique: a write naming a feature the stream has seen is
 refused (422 ``invalid-input``) and changes nothing.
 
-The server looks a write's new names up while its worker thread computes the write,
-and adds them to the stream's set (Redis) after answering it. Neither may let a
-duplicate through, nor leave anything of a refused write behind: the writes after it
-give what they give on a stream that never saw it. Against ``featurestream serve``
+The Redis store looks a write's new names up and adds them to the stream's set around
+its commit script, a thousand at a time. Neither may let a duplicate through, nor
+leave anything of a refused write behind: the writes after it give what they give on
+a stream that never saw it. Against ``featurestream serve``
 child processes, on the memory store and on real Redis (one process and two).
 """
 
@@ -46,8 +46,7 @@ def test_a_write_repeating_a_name_is_refused_and_changes_nothing(server: ServePr
         stream = c.create_stream("saola", target=y)
         stream.add_features(X[:, :FIRST], _names(0, FIRST))
         before = _state(stream)
-        # At once (the names just added may still be on their way into the set): two new
-        # names and one of the last piece.
+        # Two new names and one of the last piece of names.
         with pytest.raises(InvalidInput, match="already in the stream: 'f2499'"):
             stream.add_features(X[:, FIRST - 1 : FIRST + 2], ["n0", "n1", "f2499"])
         assert _state(stream) == before
@@ -69,9 +68,8 @@ def test_a_write_repeating_a_name_is_refused_and_changes_nothing(server: ServePr
 def test_a_name_written_through_one_process_is_refused_by_another(
     redis_url: str, key_prefix: str
 ) -> None:
-    """Process a answers a write, then adds its names; process b, asked at once for a
-    write repeating one of them, finds them in the set or still pending (and adds them
-    itself first): never a duplicate let through."""
+    """A write through process b repeating a name written through process a: refused,
+    and the other way round."""
     X, y = _data()
     a = ServeProcess(redis_url, prefix=key_prefix).start()
     b = ServeProcess(redis_url, prefix=key_prefix).start()

@@ -59,7 +59,6 @@ async def test_names_are_added_in_pieces_and_the_mark_is_gone(store: RedisStore)
     names = [f"f{i}" for i in range(2 * NAMES_PIECE + 7)]
     assert await store.commit("s", _commit(0, "c1", "", names)) == 1
     k = stream_keys(store._prefix, "s")
-    await store._settled(k)  # added after the commit answered, by a task of the store
     assert await _raw(store, "SCARD", k.names) == len(names)
     assert await _raw(store, "HGET", k.meta, "names_pending") is None
     assert await _raw(store, "EXISTS", k.names_pending) == 0
@@ -91,7 +90,6 @@ async def test_names_left_pending_are_finished_by_the_next_commit(store: RedisSt
     assert await _raw(store, "SCARD", k.names) == 3
     assert await _raw(store, "HGET", k.meta, "names_pending") is None
     assert await store.commit("s", _commit(1, "c2", "c1", ["d"])) == 2
-    await store._settled(k)
     assert await _raw(store, "SCARD", k.names) == 4
 
 
@@ -162,7 +160,6 @@ async def test_names_of_a_stream_with_a_time_to_live_expire_with_it(
         if await _raw(st, "PTTL", k.meta) < 0:
             pytest.skip("this store version does not take ttl_seconds from the info")
         assert await st.commit("t", _commit(0, "c1", "", ["a"])) == 1
-        await st._settled(k)
         assert 0 < await _raw(st, "PTTL", k.names) <= 60_000
     finally:
         await st.close()
@@ -221,7 +218,6 @@ async def test_no_redis_command_handles_more_than_a_piece_of_names(
         await st.create("s", {"id": "s", "kind": "features"}, "inc-1", b"s0", "t0", b"{}", b"{}")
         names = [f"feature-{i}" for i in range(20_000)]
         assert await st.commit("s", _commit(0, "c1", "", names)) == 1
-        await st._settled(stream_keys("p", "s"))  # the names are added after the answer
         await client.echo("done")
         watcher.join(30)
         assert not watcher.is_alive()
@@ -248,42 +244,11 @@ async def test_a_delete_leaves_freeing_the_stream_to_a_background_thread(
     try:
         await st.create("s", {"id": "s", "kind": "features"}, "inc-1", b"s0", "t0", b"{}", b"{}")
         assert await st.commit("s", _commit(0, "c1", "", [f"f{i}" for i in range(5000)])) == 1
-        await st._settled(stream_keys("p", "s"))
         await client.config_resetstat()
         assert await st.delete("s")
         stats = await client.info("commandstats")
         assert "cmdstat_unlink" in stats and "cmdstat_del" not in stats
         assert await client.exists("p:{s}:names", "p:{s}:meta") == 0
-    finally:
-        await st.close()
-        await client.aclose()
-
-
-async def test_names_looked_up_beside_the_apply_are_not_looked_up_again(
-    redis_server_factory: Callable[..., RedisServer],
-) -> None:
-    """The engine looks a write's names up (check_names) while it computes the write; its
-    commit then says names_checked, and the store adds the names without a second
-    look-up. The names still land in the set, after the commit has answered."""
-    server = redis_server_factory(appendonly=False)
-    client = aioredis.Redis.from_url(server.url)
-    st = open_store(Settings(store_url=server.url, key_prefix="p"))
-    assert isinstance(st, RedisStore)
-    await st.open()
-    try:
-        await st.create("s", {"id": "s", "kind": "features"}, "inc-1", b"s0", "t0", b"{}", b"{}")
-        names = [f"feature-{i}" for i in range(2 * NAMES_PIECE + 5)]
-        await client.config_resetstat()
-        await st.check_names("s", await st.head("s"), names)
-        commit = replace(_commit(0, "c1", "", names), names_checked=True)
-        assert await st.commit("s", commit) == 1
-        k = stream_keys("p", "s")
-        await st._settled(k)
-        stats = await client.info("commandstats")
-        assert stats["cmdstat_smismember"]["calls"] == 3  # the look-up's three pieces
-        assert stats["cmdstat_sadd"]["calls"] == 3
-        assert await client.scard(k.names) == len(names)
-        assert await client.hget(k.meta, "names_pending") is None
     finally:
         await st.close()
         await client.aclose()

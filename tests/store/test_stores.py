@@ -96,34 +96,6 @@ async def test_commit_bumps_version_and_writes_everything(store: StateStore) -> 
     assert summary.version == 1 and json.loads(summary.selection) == {"v": 1}
 
 
-async def test_check_names_looks_new_names_up_on_a_head_and_writes_nothing(
-    store: StateStore,
-) -> None:
-    await _create(store)
-    head0 = await store.head("s1")
-    await store.check_names("s1", head0, ["a", "b"])  # a new stream: nothing taken
-    names = [f"n{i}" for i in range(2_345)]  # several of the Redis store's pieces
-    assert await store.commit("s1", _commit(0, cid="c1", names=names)) == 1
-    head1 = await store.head("s1")
-    # At once, whatever the store still does with the names of c1 after answering it.
-    with pytest.raises(DuplicateNames) as info:
-        await store.check_names("s1", head1, ["new", names[-1], "other", names[7]])
-    assert info.value.names == [names[-1], names[7]]
-    with pytest.raises(ConcurrentUpdate):  # a head the stream has left
-        await store.check_names("s1", head0, ["new"])
-    with pytest.raises(StreamNotFound):
-        await store.check_names("nope", head1, ["new"])
-    await store.check_names("s1", head1, ["new"])
-    # Looked up, the commit may say so; it still goes through only on that head.
-    checked = _commit(1, cid="c2", parent="c1", names=["new"], names_checked=True)
-    with pytest.raises(ConcurrentUpdate):
-        await store.commit("s1", _commit(0, cid="c3", names=["new"], names_checked=True))
-    assert await store.commit("s1", checked) == 2
-    with pytest.raises(DuplicateNames):
-        await store.check_names("s1", await store.head("s1"), ["new"])
-    assert (await store.load("s1")).blob == b"state-2"
-
-
 async def test_stale_version_is_a_concurrent_update(store: StateStore) -> None:
     await _create(store)
     await store.commit("s1", _commit(0, cid="c1"))

@@ -90,7 +90,7 @@ from featurestream.selectors import (
     InstanceUpdate,
     Selector,
 )
-from featurestream.store.base import QuotaReached, StateStore, StreamHead, Subscription
+from featurestream.store.base import QuotaReached, StateStore, Subscription
 
 # Above this many events (or names), a request's bookkeeping runs in a worker thread.
 _INLINE_EVENTS = 1000
@@ -383,15 +383,7 @@ class StreamEngine:
         # write is applied: collecting meanwhile would only stall the event loop.
         many = X.shape[0] > _INLINE_EVENTS
         return await self._write(
-            stream_id,
-            "features",
-            producer,
-            seq,
-            digest,
-            prepare,
-            apply,
-            pause_gc=many,
-            names_of=lambda chosen: chosen,
+            stream_id, "features", producer, seq, digest, prepare, apply, pause_gc=many
         )
 
     async def add_instances(
@@ -540,14 +532,11 @@ class StreamEngine:
         apply: Apply,
         *,
         pause_gc: bool = False,
-        names_of: Callable[[Any], Sequence[str]] | None = None,
     ) -> WriteResult:
         """One HTTP request: replayed when its (producer, seq) was applied, else applied.
 
         A seq applied with other content (another ``digest``) is refused: SeqReused.
         ``pause_gc``: apply it with cyclic garbage collection paused (``gcpause``).
-        ``names_of``: the new feature names of what ``prepare`` returned; the store
-        looks them up (``check_names``) while the worker thread applies the write.
         """
 
         async def attempt(live: Live) -> Attempt[WriteResult]:
@@ -580,20 +569,12 @@ class StreamEngine:
                 # Sealed here, beside the event loop: a large response is compressed.
                 return body, outcome, seal(digest, body) if seq is not None else b""
 
-            names = names_of(ready) if names_of is not None else ()
-            work = partial(anyio.to_thread.run_sync, applied, live, ready, version)
-            if names:
-                head = StreamHead(live.incarnation, live.version, live.commit_id)
-                check = self.store.check_names(stream_id, head, names)
-                body, outcome, sealed = await _beside(work, check)
-            else:
-                body, outcome, sealed = await work()
+            body, outcome, sealed = await anyio.to_thread.run_sync(applied, live, ready, version)
             return Attempt(
                 WriteResult(body, False, version if outcome is not None else live.version),
                 outcome,
                 seq=seq,
                 responses=[(seq, sealed)] if seq is not None else [],
-                names_checked=bool(names),
             )
 
         return await self._transact(stream_id, kind, producer, attempt)
@@ -624,14 +605,6 @@ class StreamEngine:
                 previous = live.selector.snapshot()
                 try:
                     step = await attempt(live)
-                except ConcurrentUpdate:
-                    # The names were looked up on a head the store has left: put the
-                    # selector back, reload and apply again (as for a refused commit).
-                    live.selector = type(live.selector).resume(live.selector.params, previous)
-                    self.counters["commit_conflicts"] += 1
-                    self.cache.drop(stream_id)
-                    await asyncio.sleep(random.uniform(0, 0.002 * min(retry + 1, 10)))
-                    continue
                 except StaleCache:
                     # A refusal from the cached copy (a gap, a replay with no stored
                     # response): answer it only once the copy is known to be current.
@@ -734,26 +707,6 @@ class StreamEngine:
         )
         self.cache.put(stream_id, live)
         return live
-
-
-async def _beside(work: Callable[[], Awaitable[T]], check: Awaitable[None]) -> T:
-    """``work()``'s result, ``check`` awaited meanwhile: its error once ``work`` is done.
-
-    ``work`` (a worker thread) runs to its end whatever ``check`` says, so the
-    caller can put back what it changed; an error of ``work`` wins, and the check
-    is then cancelled.
-    """
-    task = asyncio.ensure_future(check)
-    try:
-        result = await work()
-    except BaseException:
-        task.cancel()
-        await asyncio.wait([task])
-        if not task.cancelled():
-            task.exception()  # retrieved: the error of work is the one raised
-        raise
-    await task
-    return result
 
 
 __all__ = ["StreamEngine", "new_stream_id", "utcnow"]

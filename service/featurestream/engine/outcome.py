@@ -59,8 +59,6 @@ class Attempt(Generic[T]):
     outcome: Outcome | None = None
     seq: int | None = None
     responses: Sequence[tuple[int, bytes]] = ()
-    # The outcome's names were looked up on top of the copy's head (StateStore.check_names).
-    names_checked: bool = False
 
 
 class StaleCache(Exception):
@@ -202,7 +200,6 @@ def commit_of(live: Live, producer: str, step: Attempt[Any], now: str) -> Commit
         notify=outcome.selection_json if outcome.selection_changed else b"",
         producer=producer_of,
         responses=step.responses,
-        names_checked=step.names_checked,
     )
 
 

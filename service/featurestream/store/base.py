@@ -101,9 +101,6 @@ class Commit:
     notify: bytes = b""  # published to the stream's channel when non-empty
     responses: Sequence[tuple[int, bytes]] = ()
     state_changed: bool = True
-    # ``names`` were looked up with ``check_names`` on top of the expected head: a store
-    # may skip looking them up again (its compare-and-set still makes it atomic).
-    names_checked: bool = False
 
     def seq_responses(self) -> list[tuple[int, bytes]]:
         """The (seq, response) pairs to record for ``producer`` (empty without one)."""
@@ -257,15 +254,6 @@ class StateStore(Protocol):
     async def selection(self, stream_id: str) -> tuple[int, bytes]:
         """The version and the committed selection document, nothing else (one small
         read: ``GET /selected`` polls it many times a second); raises StreamNotFound."""
-
-    async def check_names(self, stream_id: str, head: StreamHead, names: Sequence[str]) -> None:
-        """Refuse ``names`` already in the stream (DuplicateNames), writing nothing.
-
-        Only on top of ``head`` (else ConcurrentUpdate): a commit expecting that
-        head may then say ``names_checked``, the lookup done, made atomic with it
-        by its compare-and-set (the stream's names change only with a commit).
-        The engine runs it while the write is being computed.
-        """
 
     async def commit(self, stream_id: str, commit: Commit) -> int:
         """Apply a state change; returns the new version.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -152,20 +152,7 @@ class InMemoryStore:
         s = self._get(stream_id)
         return StreamSummary(dict(s.info), s.version, s.updated_at, s.selection, s.status)
 
-    async def check_names(self, stream_id: str, head: StreamHead, names: Sequence[str]) -> None:
-        s = self._get(stream_id)
-        if (s.incarnation, s.version, s.last_commit) != (
-            head.incarnation,
-            head.version,
-            head.commit_id,
-        ):
-            raise ConcurrentUpdate(stream_id, head.version)
-        dups = [n for n in names if n in s.names]
-        if dups:
-            raise DuplicateNames(stream_id, dups[:5])
-
     async def commit(self, stream_id: str, commit: Commit) -> int:
-        # The names are looked up again whether checked or not: a set lookup is cheap.
         s = self._get(stream_id)
         if s.incarnation == commit.incarnation and s.last_commit == commit.commit_id:
             return s.version

@@ -703,9 +703,6 @@ class RedisStore:
         self._names_check = client.register_script(NAMES_CHECK_LUA)
         self._names_add = client.register_script(NAMES_ADD_LUA)
         self._names_done = client.register_script(NAMES_DONE_LUA)
-        # Per stream (its meta key), the task adding the names of this process's last
-        # commit to the stream's set (step 3 of ``commit``, after the commit answered).
-        self._adding: dict[str, asyncio.Task[None]] = {}
         self._hub: PubSubHub | None = None
         # When Redis last refused a write for want of memory (None: not since it had room).
         self._full_at: float | None = None
@@ -926,13 +923,6 @@ class RedisStore:
         return moved
 
     async def close(self) -> None:
-        if self._adding:
-            # Names still being added: let them finish (a mark left standing is
-            # finished by the stream's next commit, so waiting is not needed for
-            # safety, only to leave no task behind).
-            await asyncio.wait(list(self._adding.values()), timeout=self._timeout)
-            for task in self._adding.values():
-                task.cancel()
         if self._hub is not None:
             await self._hub.close()
             self._hub = None
@@ -1194,17 +1184,11 @@ class RedisStore:
         3. after it, the names are added to the set, each piece only while the mark
            stands, and the mark is removed. Whoever finds a mark (this process after
            a failure, another process after a crash) finishes the job first.
-
-        Step 1 is skipped when the commit says ``names_checked`` (``check_names``
-        looked them up on top of the same head, while the engine computed the
-        write). Step 3 runs after the call returns, as a task of this process: the
-        names are safe in Redis from step 2 on, and this process's next lookup on
-        the stream waits for the task first (any other process finds the mark).
         """
         k = stream_keys(self._prefix, stream_id)
         names = list(commit.names) if commit.state_changed else []
         for _ in range(3):
-            if names and not commit.names_checked:
+            if names:
                 await self._check_names(stream_id, k, commit, names)
             result = await self._commit_script(stream_id, k, commit)
             if result != -4:
@@ -1213,46 +1197,12 @@ class RedisStore:
         else:
             raise ConcurrentUpdate(stream_id, commit.expected_version)
         if names:
-            self._add_later(stream_id, k, commit.commit_id, names, result)
-        return result
-
-    def _add_later(
-        self, stream_id: str, k: StreamKeys, token: str, names: list[str], version: int
-    ) -> None:
-        """Step 3 of :meth:`commit` as a task of its own (see ``_settled``)."""
-
-        async def add() -> None:
             try:
-                await self._add_pending_names(k, token, names)
+                await self._add_pending_names(k, commit.commit_id, names)
             except StoreUnavailable as exc:
                 # Committed: the mark stands, and the next commit finishes the names.
-                log.warning("adding the names of %s version %d: %s", stream_id, version, exc)
-
-        task = asyncio.get_running_loop().create_task(add())
-        self._adding[k.meta] = task
-
-        def done(t: asyncio.Task[None]) -> None:
-            if self._adding.get(k.meta) is t:
-                del self._adding[k.meta]
-            if not t.cancelled() and t.exception() is not None:
-                log.error(
-                    "adding the names of %s version %d", stream_id, version, exc_info=t.exception()
-                )
-
-        task.add_done_callback(done)
-
-    async def _settled(self, k: StreamKeys) -> None:
-        """Wait for this process's task adding the stream's last names, if any.
-
-        Not cancelled with the caller: the names must reach the set, whoever waits.
-        """
-        task = self._adding.get(k.meta)
-        if task is not None:
-            await asyncio.wait([task])
-
-    async def check_names(self, stream_id: str, head: StreamHead, names: Sequence[str]) -> None:
-        k = stream_keys(self._prefix, stream_id)
-        await self._look_up(stream_id, k, head, "", list(names))
+                log.warning("adding the names of %s version %d: %s", stream_id, result, exc)
+        return result
 
     async def _commit_script(self, stream_id: str, k: StreamKeys, commit: Commit) -> int:
         pairs = commit.seq_responses()
@@ -1292,37 +1242,28 @@ class RedisStore:
     async def _check_names(
         self, stream_id: str, k: StreamKeys, commit: Commit, names: list[str]
     ) -> None:
-        """Refuse names already in the stream (step 1 of :meth:`commit`)."""
-        expected = StreamHead(commit.incarnation, commit.expected_version, commit.expected_commit)
-        await self._look_up(stream_id, k, expected, commit.commit_id, names)
+        """Refuse names already in the stream (step 1 of :meth:`commit`).
 
-    async def _look_up(
-        self, stream_id: str, k: StreamKeys, expected: StreamHead, commit_id: str, names: list[str]
-    ) -> None:
-        """DuplicateNames when one of ``names`` is in the stream's set.
-
-        Only on top of the ``expected`` head (else ConcurrentUpdate, as the commit
+        Only on top of the version the commit expects (else ConcurrentUpdate, as the
         script would answer: the engine reloads and applies the write again), and
         after the names of the last commit, if still pending, are added. A commit
-        already recorded (``commit_id``: a retried call) is not checked: its names
-        are its own.
+        already recorded (a retried call) is not checked: its names are its own.
         """
-        await self._settled(k)
         for _ in range(3):
             head = await self._head_of(k)
-            if commit_id and head[2] == commit_id:
+            if head[2] == commit.commit_id:
                 return
-            self._expect(stream_id, expected, head)
+            self._expect(stream_id, commit, head)
             if head[3] is None:
                 break
             await self._finish_pending_names(k)
         else:
-            raise ConcurrentUpdate(stream_id, expected.version)
+            raise ConcurrentUpdate(stream_id, commit.expected_version)
         found = await self._each_piece(self._names_check, [k.names], _pieces(names))
         dups = [bytes(n).decode() for piece in found for n in piece]
         if dups:
             # Another commit may have landed between two pieces: then this one is stale.
-            self._expect(stream_id, expected, await self._head_of(k))
+            self._expect(stream_id, commit, await self._head_of(k))
             raise DuplicateNames(stream_id, dups[:5])
 
     async def _head_of(self, k: StreamKeys) -> tuple[str | None, ...]:
@@ -1334,17 +1275,17 @@ class RedisStore:
         return tuple(None if v is None else bytes(v).decode() for v in values)
 
     @staticmethod
-    def _expect(stream_id: str, expected: StreamHead, head: tuple[str | None, ...]) -> None:
-        """StreamNotFound or ConcurrentUpdate unless the stream is at the ``expected`` head."""
+    def _expect(stream_id: str, commit: Commit, head: tuple[str | None, ...]) -> None:
+        """StreamNotFound or ConcurrentUpdate unless the stream is where ``commit`` expects."""
         version, incarnation, last = head[0], head[1], head[2] or ""
         if version is None:
             raise StreamNotFound(stream_id)
         if (
-            incarnation != expected.incarnation
-            or int(version) != expected.version
-            or last != expected.commit_id
+            incarnation != commit.incarnation
+            or int(version) != commit.expected_version
+            or last != commit.expected_commit
         ):
-            raise ConcurrentUpdate(stream_id, expected.version)
+            raise ConcurrentUpdate(stream_id, commit.expected_version)
 
     async def _each_piece(
         self, script: Any, keys: list[str], pieces: list[str], *head: Any
@@ -1370,7 +1311,6 @@ class RedisStore:
 
     async def _finish_pending_names(self, k: StreamKeys) -> None:
         """Add the names an earlier commit left pending (its process failed or died)."""
-        await self._settled(k)  # this process's own task first: it may be adding them
         async with self._guard(), self._redis.pipeline(transaction=False) as pipe:
             pipe.hget(k.meta, "names_pending")
             pipe.get(k.names_pending)
