@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import gc
 import json
+import threading
 import uuid
 from collections import deque
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Generic, TypeVar
@@ -110,13 +112,35 @@ def parse_json(content: bytes) -> Any:
     each new one (up to 60 ms for a 2 MB answer, against 6 ms paused). The
     collector is switched back on at once, and left alone if it was off.
     """
-    if len(content) < _GC_PAUSE_BYTES or not gc.isenabled():
+    if len(content) < _GC_PAUSE_BYTES:
         return _loads(content)
-    gc.disable()
+    with _gc_paused():
+        return _loads(content)
+
+
+_gc_lock = threading.Lock()
+_gc_pausers = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Automatic collection off inside, in any number of threads at once (answers are
+    parsed beside the caller's thread): back on when the last one leaves, and only if
+    it was on when the first came in."""
+    global _gc_pausers, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pausers == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pausers += 1
     try:
-        return _loads(content)
+        yield
     finally:
-        gc.enable()
+        with _gc_lock:
+            _gc_pausers -= 1
+            if _gc_pausers == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 @dataclass
@@ -563,6 +587,7 @@ class StreamCore:
             _Bodies(body_of, ahead=several) as bodies,
         ):
             while todo:
+                parts.raise_failed()  # an answer parsed aside that did not parse: stop here
                 chunk = todo.popleft()
                 encode = partial(bodies.body, after=todo[0] if todo else None)
                 try:
@@ -572,10 +597,10 @@ class StreamCore:
                     if len(pieces) > 1:
                         todo.extendleft(reversed(pieces))
                         continue
-                    exc.partial = combine(parts.results())
+                    exc.partial = combine(parts.parsed())
                     raise
                 except FeatureStreamError as exc:
-                    exc.partial = combine(parts.results())
+                    exc.partial = combine(parts.parsed())
                     raise
                 parts.add(reply)
             return combine(parts.results())
@@ -607,7 +632,10 @@ class _Bodies(Generic[C]):
                 ready[2].cancel()
             body = self._body_of(chunk, seq)
         if self._pool is not None and after is not None:
-            self._next = (after, seq + 1, self._pool.submit(self._body_of, after, seq + 1))
+            try:
+                self._next = (after, seq + 1, self._pool.submit(self._body_of, after, seq + 1))
+            except RuntimeError:  # the interpreter is shutting down: encoded when needed
+                self._next = None
         return body
 
     def __enter__(self) -> _Bodies[C]:
@@ -629,7 +657,10 @@ class _Answers(Generic[R]):
     the next request would wait and the server sit idle: with ``background``,
     an answer of ``_BACKGROUND_BYTES`` or more is parsed in a thread of its own
     while the next request is encoded and sent. ``results`` waits for them all
-    (an answer that does not parse raises there).
+    (an answer that does not parse raises there); before each next request,
+    ``raise_failed`` waits for all but the last answer and raises if one did not
+    parse, so that at most one request goes out after an answer that does not
+    parse; ``parsed`` gives those that parsed, up to the first that did not.
     """
 
     def __init__(self, parse: Callable[[Reply], R], *, background: bool) -> None:
@@ -643,12 +674,29 @@ class _Answers(Generic[R]):
 
     def add(self, reply: Reply) -> None:
         if self._pool is not None and len(reply.content) >= _BACKGROUND_BYTES:
-            self._parts.append(self._pool.submit(self._parse, reply))
-        else:
-            self._parts.append(_Parsed(self._parse(reply)))
+            try:
+                self._parts.append(self._pool.submit(self._parse, reply))
+                return
+            except RuntimeError:  # the interpreter is shutting down: parsed here
+                pass
+        self._parts.append(_Parsed(self._parse(reply)))
 
     def results(self) -> list[R]:
         return [p.result() for p in self._parts]
+
+    def raise_failed(self) -> None:
+        # Every answer but the last must have parsed: one at most is parsed aside (it
+        # had a whole request's time to finish).
+        for p in self._parts[:-1]:
+            p.result()
+
+    def parsed(self) -> list[R]:
+        out: list[R] = []
+        for p in self._parts:
+            if isinstance(p, Future) and p.exception() is not None:
+                break
+            out.append(p.result())
+        return out
 
     def __enter__(self) -> _Answers[R]:
         return self

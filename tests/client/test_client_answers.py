@@ -5,14 +5,18 @@ the chunks before it did."""
 
 from __future__ import annotations
 
+import gc
 import threading
 
+import httpx
 import numpy as np
+import orjson
 import pytest
 import scipy.sparse as sp
 
 from featurestream_client import Client, _core, _data
 from featurestream_client.errors import InvalidInput
+from tests.client.live import LiveServer
 
 N, B, CHUNK = 40, 9_000, 3_000  # answers of 3,000 decisions: over _BACKGROUND_BYTES
 
@@ -92,3 +96,49 @@ def test_a_failing_chunk_carries_the_answers_parsed_before_it(client: Client) ->
     done = reference.add_features(X[:, 1 : 2 * CHUNK + 1], names[1 : 2 * CHUNK + 1])
     assert list(partial.decisions) == list(done.decisions)
     assert partial.selected == done.selected and s.refresh().version == 3
+
+
+class _Truncating(httpx.BaseTransport):
+    """Cuts the body of the first features answer short (a broken proxy, say)."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.HTTPTransport()
+        self.features_posts = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self.inner.handle_request(request)
+        if request.method == "POST" and request.url.path.endswith("/features"):
+            self.features_posts += 1
+            if self.features_posts == 1:
+                body = response.read()[:-100]
+                return httpx.Response(response.status_code, headers=response.headers, content=body)
+        return response
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_an_answer_that_does_not_parse_stops_the_requests_after_it(live: LiveServer) -> None:
+    X, y, names = _dataset()
+    transport = _Truncating()
+    with Client(live.url, transport=transport) as c:
+        s = c.create_stream("saola", target=y)
+        with pytest.raises(orjson.JSONDecodeError):
+            s.add_features(X, names, chunk_columns=CHUNK)  # three requests
+        # Parsed beside the second request: the third is not sent.
+        assert transport.features_posts == 2
+        assert s.refresh().version == 2
+
+
+def test_answers_parsed_aside_leave_the_collector_as_they_found_it(client: Client) -> None:
+    X, y, names = _dataset()
+    s = client.create_stream("saola", target=y)
+    assert gc.isenabled()
+    s.add_features(X[:, : B // 2], names[: B // 2], chunk_columns=CHUNK)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        s.add_features(X[:, B // 2 :], names[B // 2 :], chunk_columns=CHUNK)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
