@@ -24,7 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 from urllib.parse import quote
 
 import numpy as np
@@ -606,7 +606,22 @@ class StreamCore:
             return combine(parts.results())
 
 
-class _Bodies(Generic[C]):
+class _Aside:
+    """Work of one call done in a thread of its own (``pool``: None, in the caller's);
+    the thread is joined when the call ends."""
+
+    def __init__(self, aside: bool, name: str) -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix=name) if aside else None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Bodies(_Aside, Generic[C]):
     """The bodies of one call's requests, each next one encoded while a request is out.
 
     With ``ahead``, building the body of a chunk starts a thread encoding the
@@ -617,10 +632,8 @@ class _Bodies(Generic[C]):
     """
 
     def __init__(self, body_of: Callable[[C, int], Any], *, ahead: bool) -> None:
+        super().__init__(ahead, "featurestream-bodies")
         self._body_of = body_of
-        self._pool = (
-            ThreadPoolExecutor(1, thread_name_prefix="featurestream-bodies") if ahead else None
-        )
         self._next: tuple[C, int, Future[Any]] | None = None
 
     def body(self, chunk: C, seq: int, after: C | None = None) -> Any:
@@ -638,19 +651,12 @@ class _Bodies(Generic[C]):
                 self._next = None
         return body
 
-    def __enter__(self) -> _Bodies[C]:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-
 
 # Answers at least this large are parsed beside the next request (see _Answers).
 _BACKGROUND_BYTES = 1 << 18
 
 
-class _Answers(Generic[R]):
+class _Answers(_Aside, Generic[R]):
     """The answers of one call's requests, parsed in order, the large ones in a thread.
 
     Parsing a 2 MB answer (20,000 decisions) takes 10 to 20 ms, during which
@@ -664,12 +670,8 @@ class _Answers(Generic[R]):
     """
 
     def __init__(self, parse: Callable[[Reply], R], *, background: bool) -> None:
+        super().__init__(background, "featurestream-answers")
         self._parse = parse
-        self._pool = (
-            ThreadPoolExecutor(1, thread_name_prefix="featurestream-answers")
-            if background
-            else None
-        )
         self._parts: list[Future[R] | _Parsed[R]] = []
 
     def add(self, reply: Reply) -> None:
@@ -697,13 +699,6 @@ class _Answers(Generic[R]):
                 break
             out.append(p.result())
         return out
-
-    def __enter__(self) -> _Answers[R]:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 @dataclass(frozen=True)
