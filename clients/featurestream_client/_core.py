@@ -673,6 +673,7 @@ class _Answers(_Aside, Generic[R]):
         super().__init__(background, "featurestream-answers")
         self._parse = parse
         self._parts: list[Future[R] | _Parsed[R]] = []
+        self._settled = 0  # the answers before this one are known to have parsed
 
     def add(self, reply: Reply) -> None:
         if self._pool is not None and len(reply.content) >= _BACKGROUND_BYTES:
@@ -688,9 +689,12 @@ class _Answers(_Aside, Generic[R]):
 
     def raise_failed(self) -> None:
         # Every answer but the last must have parsed: one at most is parsed aside (it
-        # had a whole request's time to finish).
-        for p in self._parts[:-1]:
-            p.result()
+        # had a whole request's time to finish). Each answer is waited for once: a call
+        # of thousands of small requests does not walk its answers before each one.
+        last = len(self._parts) - 1
+        while self._settled < last:
+            self._parts[self._settled].result()
+            self._settled += 1
 
     def parsed(self) -> list[R]:
         out: list[R] = []

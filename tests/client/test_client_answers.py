@@ -142,3 +142,25 @@ def test_answers_parsed_aside_leave_the_collector_as_they_found_it(client: Clien
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_each_answer_is_waited_for_once_however_many_requests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before each request the answers before it are checked: once each, not all of them
+    again every time (a call of thousands of small requests stayed quadratic)."""
+    waits = [0]
+    result = _core._Parsed.result
+
+    def counted(self: _core._Parsed[object]) -> object:
+        waits[0] += 1
+        return result(self)
+
+    monkeypatch.setattr(_core._Parsed, "result", counted)
+    n = 2_000
+    with _core._Answers(lambda r: r.content, background=True) as answers:
+        for i in range(n):
+            answers.raise_failed()
+            answers.add(_core.Reply(200, {}, str(i).encode()))
+        assert waits[0] == n - 2  # every answer but the last, once
+        assert answers.results() == [str(i).encode() for i in range(n)]
