@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -249,19 +249,28 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
         cur_dep = list(s.dep.tolist())
         cur_ref = list(range(len(cur_names)))
         new_rows: dict[int, Vector] = {}  # cached reference rows of accepted batch-mates
-        decisions: list[Decision] = []
         evicted_total = 0
         accepted_total = 0
 
-        for i, name in enumerate(names):
+        # A column that is constant or irrelevant is decided by step 1 alone and leaves
+        # S as it is: those decisions are made in one pass (most of a batch, as plain
+        # Python values), and the loop below visits only the relevant columns, in order.
+        deps = dep_new.tolist()
+        decisions: list[Decision | None] = [
+            None
+            if r
+            else (
+                Decision(nm, False, Reason.CONSTANT, score=None)
+                if c
+                else Decision(nm, False, Reason.IRRELEVANT, score=d)
+            )
+            for nm, r, c, d in zip(names, relevant.tolist(), constant.tolist(), deps, strict=True)
+        ]
+        self.checkpoint(0)
+        for i in cand.tolist():
             self.checkpoint(i)
-            dep_f = float(dep_new[i])
-            if constant[i]:
-                decisions.append(Decision(name, False, Reason.CONSTANT, score=None))
-                continue
-            if not relevant[i]:
-                decisions.append(Decision(name, False, Reason.IRRELEVANT, score=dep_f))
-                continue
+            name = names[i]
+            dep_f = deps[i]
             # t for every g in S, in S's order.
             t = np.empty(len(cur_ref))
             u = np.zeros(len(cur_ref), dtype=bool)  # the pairs that could not be tested
@@ -291,8 +300,8 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
             cur_ref = [x for x, k in zip(cur_ref, keep, strict=True) if k]
             evicted_total += len(evictions)
             if by is not None:
-                decisions.append(
-                    Decision(name, False, Reason.REDUNDANT, by=by, score=dep_f, evicted=evictions)
+                decisions[i] = Decision(
+                    name, False, Reason.REDUNDANT, by=by, score=dep_f, evicted=evictions
                 )
                 continue
             cur_names.append(name)
@@ -320,10 +329,10 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
                 cur_ref = [cur_ref[k] for k in keep_idx]
             if accepted:
                 accepted_total += 1
-                decisions.append(Decision(name, True, None, score=dep_f, evicted=evictions))
+                decisions[i] = Decision(name, True, None, score=dep_f, evicted=evictions)
             else:
-                decisions.append(
-                    Decision(name, False, Reason.MAX_FEATURES, score=dep_f, evicted=evictions)
+                decisions[i] = Decision(
+                    name, False, Reason.MAX_FEATURES, score=dep_f, evicted=evictions
                 )
 
         old_keep = [ref for ref in cur_ref if ref >= 0]
@@ -347,7 +356,7 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
             tests_performed=s.tests_performed + tests,
             tests_untestable=s.tests_untestable + untested,
         )
-        return decisions
+        return cast(list[Decision], decisions)
 
     def warnings(self) -> list[dict[str, str]]:
         s = self.state
