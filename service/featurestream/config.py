@@ -138,6 +138,15 @@ class Settings(BaseSettings):
         "in memory may take (their arrays, names and numbers, as measured); the least "
         "recently used go first beyond it or cache_streams.",
     )
+    names_cache: int = Field(
+        2_000_000,
+        ge=0,
+        description="Feature names a process keeps in memory (Redis store), of the feature "
+        "streams it writes, to look a write's new names up without asking Redis (about 150 "
+        "bytes each); beyond it the names of the streams written least recently go first "
+        "(read again from Redis at their next write). The stream being written keeps its "
+        "names whatever their number.",
+    )
     api_keys_file: str | None = Field(
         None,
         description="File of 'tenant:<sha256 hex of key>' lines; when set, every /v1 route "

@@ -1,6 +1,6 @@
-"""New feature names around the Redis commit script: checked before it, added after it in
-pieces, never more than a piece in one Redis command (so reads interleave with a commit
-of 20,000 names), and finished by the next commit when a process fails in between."""
+"""New feature names in the Redis store: looked up in the process's copy of the stream's
+names log, read up to date first, and appended by the commit script as one entry, only
+if the log still ends where the lookup saw it end (store/names.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import socket
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis.asyncio as aioredis
@@ -20,7 +20,8 @@ from featurestream.config import Settings
 from featurestream.errors import ConcurrentUpdate, DuplicateNames
 from featurestream.store import Commit, open_store
 from featurestream.store.keys import stream_keys
-from featurestream.store.redis import NAMES_PIECE, RedisStore
+from featurestream.store.names import split
+from featurestream.store.redis import RedisStore
 from tests.conftest import RedisServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
@@ -51,85 +52,155 @@ async def store(redis_url: str, key_prefix: str) -> AsyncIterator[RedisStore]:
     await st.close()
 
 
+@pytest.fixture
+async def other(store: RedisStore, redis_url: str, key_prefix: str) -> AsyncIterator[RedisStore]:
+    """The same streams as ``store`` sees them, through another store: another process."""
+    st = open_store(Settings(store_url=redis_url, key_prefix=key_prefix))
+    assert isinstance(st, RedisStore)
+    await st.open()
+    yield st
+    await st.close()
+
+
 async def _raw(store: RedisStore, *command: Any) -> Any:
     return await store._redis.execute_command(*command)
 
 
-async def test_names_are_added_in_pieces_and_the_mark_is_gone(store: RedisStore) -> None:
-    names = [f"f{i}" for i in range(2 * NAMES_PIECE + 7)]
+async def _log(store: RedisStore, stream_id: str = "s") -> list[list[str]]:
+    k = stream_keys(store._prefix, stream_id)
+    return [split(e) for e in await _raw(store, "LRANGE", k.names_log, 0, -1)]
+
+
+async def test_names_go_to_the_log_as_one_entry_and_a_duplicate_writes_nothing(
+    store: RedisStore,
+) -> None:
+    names = [f"f{i}" for i in range(5000)]
     assert await store.commit("s", _commit(0, "c1", "", names)) == 1
     k = stream_keys(store._prefix, "s")
-    assert await _raw(store, "SCARD", k.names) == len(names)
-    assert await _raw(store, "HGET", k.meta, "names_pending") is None
-    assert await _raw(store, "EXISTS", k.names_pending) == 0
-    # A duplicate in the last piece refuses the whole commit, which writes nothing.
+    assert await _log(store) == [names]
+    assert await _raw(store, "LRANGE", k.names_ids, 0, -1) == [b"c1"]
+    # This process's copy took the names it committed, without reading them back.
+    copy = store._names.get("s", "inc-1")
+    assert (copy.chunks, copy.head, len(copy.seen)) == (1, "c1", 5000)
+    # A duplicate at the end refuses the whole commit, which writes nothing.
     with pytest.raises(DuplicateNames) as info:
         await store.commit("s", _commit(1, "c2", "c1", ["new", *names[-3:]]))
     assert info.value.names == names[-3:]
     assert (await store.load("s")).version == 1
-    assert await _raw(store, "SISMEMBER", k.names, "new") == 0
+    assert await _log(store) == [names]
+    assert await store.commit("s", _commit(1, "c2", "c1", ["new"])) == 2
+    assert await _log(store) == [names, ["new"]]
 
 
 async def test_a_retried_commit_is_not_refused_for_its_own_names(store: RedisStore) -> None:
     c = _commit(0, "c1", "", ["a", "b"])
     assert await store.commit("s", c) == 1
     assert await store.commit("s", c) == 1  # the same commit again: its outcome, no 409
+    assert await _log(store) == [["a", "b"]]
 
 
-async def test_names_left_pending_are_finished_by_the_next_commit(store: RedisStore) -> None:
-    k = stream_keys(store._prefix, "s")
-    # A process that ran the script and died before adding the names.
-    first = _commit(0, "c1", "", ["a", "b", "c"])
-    assert await store._commit_script("s", k, first) == 1
-    assert await _raw(store, "HGET", k.meta, "names_pending") == b"c1"
-    assert await _raw(store, "SCARD", k.names) == 0
-    # The next commit finds the mark, adds those names, then refuses a duplicate of them.
+async def test_names_another_process_committed_are_read_before_a_lookup(
+    store: RedisStore, other: RedisStore
+) -> None:
+    assert await store.commit("s", _commit(0, "c1", "", ["a", "b"])) == 1
     with pytest.raises(DuplicateNames) as info:
-        await store.commit("s", _commit(1, "c2", "c1", ["d", "b"]))
-    assert info.value.names == ["b"]
-    assert await _raw(store, "SCARD", k.names) == 3
-    assert await _raw(store, "HGET", k.meta, "names_pending") is None
-    assert await store.commit("s", _commit(1, "c2", "c1", ["d"])) == 2
-    assert await _raw(store, "SCARD", k.names) == 4
-
-
-async def test_the_script_refuses_names_while_a_mark_stands(store: RedisStore) -> None:
-    k = stream_keys(store._prefix, "s")
-    assert await store._commit_script("s", k, _commit(0, "c1", "", ["a"])) == 1
-    # Straight to the script (no check first): -4, nothing written.
-    assert await store._commit_script("s", k, _commit(1, "c2", "c1", ["a"])) == -4
-    assert (await store.load("s")).version == 1
-    # Through commit: the mark is finished first, then the duplicate is found.
+        await other.commit("s", _commit(1, "c2", "c1", ["c", "a"]))
+    assert info.value.names == ["a"]
+    assert await other.commit("s", _commit(1, "c2", "c1", ["c"])) == 2
+    # The first process's copy ends at its own entry: it reads the other's first.
     with pytest.raises(DuplicateNames):
-        await store.commit("s", _commit(1, "c2", "c1", ["a"]))
+        await store.commit("s", _commit(2, "c3", "c2", ["d", "c"]))
+    assert await store.commit("s", _commit(2, "c3", "c2", ["d"])) == 3
+    assert await _log(store) == [["a", "b"], ["c"], ["d"]]
 
 
-async def test_pieces_of_a_deleted_stream_write_nothing(store: RedisStore) -> None:
-    k = stream_keys(store._prefix, "s")
-    assert await store._commit_script("s", k, _commit(0, "c1", "", ["a", "b"])) == 1
-    assert await store.delete("s")
-    await store._add_pending_names(k, "c1", ["a", "b"])  # the late piece of a dead process
-    assert await _raw(store, "EXISTS", k.names, k.meta, k.names_pending) == 0
-
-
-async def test_late_pieces_of_a_deleted_stream_leave_its_new_incarnation_alone(
+async def test_the_script_refuses_names_unless_the_log_ends_where_they_were_looked_up(
     store: RedisStore,
 ) -> None:
-    """Marks are commit ids: a stream deleted and created again reaches version 1 again,
-    and a slow process still adding the names of the old version 1 must not add them to
-    the new stream's names, nor remove the new stream's mark."""
     k = stream_keys(store._prefix, "s")
-    assert await store._commit_script("s", k, _commit(0, "old", "", ["old1", "old2"])) == 1
-    assert await store.delete("s")
-    await store.create("s", {"id": "s", "kind": "features"}, "inc-1", b"s0", "t0", b"{}", b"{}")
-    assert await store._commit_script("s", k, _commit(0, "new", "", ["new1"])) == 1
-    await store._add_pending_names(k, "old", ["old1", "old2"])  # the old writer, late
-    assert await _raw(store, "HGET", k.meta, "names_pending") == b"new"
-    assert await _raw(store, "SCARD", k.names) == 0
-    # The next commit finishes the new names: new1 is taken, old1 is free.
+    assert await store.commit("s", _commit(0, "c1", "", ["a"])) == 1
+    # Straight to the script, as if the lookup had seen an empty log: -4, nothing written.
+    assert await store._commit_script("s", k, _commit(1, "c2", "c1", ["a"]), (0, "")) == (
+        -4,
+        False,
+    )
+    # Or a log of one entry that is not the last one.
+    assert await store._commit_script("s", k, _commit(1, "c2", "c1", ["a"]), (1, "x")) == (
+        -4,
+        False,
+    )
+    assert (await store.load("s")).version == 1
+    assert await _log(store) == [["a"]]
+    assert await store._commit_script("s", k, _commit(1, "c2", "c1", ["b"]), (1, "c1")) == (
+        2,
+        True,
+    )
+
+
+async def test_a_copy_the_log_no_longer_starts_with_is_read_again(
+    store: RedisStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis lost this process's last commit (a failover before it reached the replica)
+    and another process committed other names in its place: the copy's entries are
+    not the log's any more. The lost names are free again, the other's taken."""
+    assert await store.commit("s", _commit(0, "c1", "", ["a"])) == 1
+    assert await store.commit("s", _commit(1, "c2", "c1", ["lost"])) == 2
+    k = stream_keys(store._prefix, "s")
+    # What Redis holds after the failover, then the other process's commit "c9".
+    await _raw(store, "RPOP", k.names_log)
+    await _raw(store, "RPOP", k.names_ids)
+    await _raw(store, "RPUSH", k.names_log, "other")
+    await _raw(store, "RPUSH", k.names_ids, "c9")
+    await _raw(store, "HSET", k.meta, "commit_id", "c9")
+    scripts: list[tuple[int, str]] = []  # where each commit script expects the log to end
+    run_script = store._commit_script
+
+    async def watched(*args: Any) -> tuple[int, bool]:
+        scripts.append(args[3])
+        return await run_script(*args)
+
+    monkeypatch.setattr(store, "_commit_script", watched)
     with pytest.raises(DuplicateNames):
-        await store.commit("s", _commit(1, "c2", "new", ["new1"]))
-    assert await store.commit("s", _commit(1, "c2", "new", ["old1"])) == 2
+        await store.commit("s", _commit(2, "c3", "c9", ["other"]))
+    # The read found the copy stale and read the log anew before the lookup: no script
+    # ran on the stale copy (the script's own check would have refused it, -4).
+    assert scripts == []
+    assert await store.commit("s", _commit(2, "c3", "c9", ["lost"])) == 3
+    assert scripts == [(2, "c9")]
+    assert await _log(store) == [["a"], ["other"], ["lost"]]
+
+
+async def test_names_kept_by_releases_before_the_log_are_taken(store: RedisStore) -> None:
+    """A stream written by an earlier release: its names in a set, and the names of its
+    last commit still pending (the process died before adding them)."""
+    k = stream_keys(store._prefix, "s")
+    await _raw(store, "SADD", k.names, *[f"old{i}" for i in range(2500)])
+    await _raw(store, "HSET", k.meta, "names_pending", "c0")
+    await _raw(store, "SET", k.names_pending, "p1\np2")
+    for taken in (["old0"], ["x", "old2499"], ["p2"]):
+        with pytest.raises(DuplicateNames):
+            await store.commit("s", _commit(0, "c1", "", taken))
+    # Another process reads them too (its copy starts empty).
+    store._names.drop("s")
+    with pytest.raises(DuplicateNames):
+        await store.commit("s", _commit(0, "c1", "", ["p1"]))
+    assert await store.commit("s", _commit(0, "c1", "", ["new"])) == 1
+    with pytest.raises(DuplicateNames):
+        await store.commit("s", _commit(1, "c2", "c1", ["new"]))
+
+
+async def test_names_of_a_deleted_stream_are_free_in_its_new_incarnation(
+    store: RedisStore,
+) -> None:
+    k = stream_keys(store._prefix, "s")
+    assert await store.commit("s", _commit(0, "c1", "", ["a", "b"])) == 1
+    assert await store.delete("s")
+    assert await _raw(store, "EXISTS", k.names_log, k.names_ids) == 0
+    await store.create("s", {"id": "s", "kind": "features"}, "inc-2", b"s0", "t0", b"{}", b"{}")
+    new = replace(_commit(0, "n1", "", ["a"]), incarnation="inc-2")
+    assert await store.commit("s", new) == 1
+    with pytest.raises(DuplicateNames):
+        await store.commit("s", replace(_commit(1, "n2", "n1", ["a"]), incarnation="inc-2"))
 
 
 async def test_a_stale_commit_is_a_concurrent_update_before_any_name_is_checked(
@@ -160,34 +231,38 @@ async def test_names_of_a_stream_with_a_time_to_live_expire_with_it(
         if await _raw(st, "PTTL", k.meta) < 0:
             pytest.skip("this store version does not take ttl_seconds from the info")
         assert await st.commit("t", _commit(0, "c1", "", ["a"])) == 1
-        assert 0 < await _raw(st, "PTTL", k.names) <= 60_000
+        assert 0 < await _raw(st, "PTTL", k.names_log) <= 60_000
+        assert 0 < await _raw(st, "PTTL", k.names_ids) <= 60_000
     finally:
         await st.close()
 
 
-async def test_racing_commits_with_the_same_name_add_it_once(store: RedisStore) -> None:
+async def test_racing_commits_with_the_same_name_add_it_once(
+    store: RedisStore, other: RedisStore
+) -> None:
     got = await asyncio.gather(
         store.commit("s", _commit(0, "x", "", ["same", "x1"])),
-        store.commit("s", _commit(0, "y", "", ["same", "y1"])),
+        other.commit("s", _commit(0, "y", "", ["same", "y1"])),
+        store.commit("s", _commit(0, "z", "", ["same", "z1"])),
         return_exceptions=True,
     )
     wins = [r for r in got if r == 1]
-    # The loser is stale (ConcurrentUpdate) or, having finished the winner's names, sees
-    # its name taken (DuplicateNames): names never leave a stream, so either is final.
+    # A loser is stale (ConcurrentUpdate) or, having read the winner's names, sees its
+    # name taken (DuplicateNames): names never leave a stream, so either is final.
     losses = [r for r in got if isinstance(r, (ConcurrentUpdate, DuplicateNames))]
-    assert len(wins) == 1 and len(losses) == 1
-    winner = "x1" if got[0] == 1 else "y1"
-    k = stream_keys(store._prefix, "s")
-    assert sorted(await _raw(store, "SMEMBERS", k.names)) == sorted([b"same", winner.encode()])
+    assert len(wins) == 1 and len(losses) == 2, got
+    winner = ["x1", "y1", "z1"][got.index(1)]
+    assert await _log(store) == [["same", winner]]
 
 
-async def test_no_redis_command_handles_more_than_a_piece_of_names(
+async def test_a_commit_of_20000_names_costs_redis_no_command_per_name(
     redis_server_factory: Callable[..., RedisServer],
 ) -> None:
     """The finding: a commit of 20,000 new names ran 40,000 set operations inside one
-    script, and Redis answered nobody else meanwhile (a read waited up to 33 ms). Now no
-    script call, and no command outside one, touches more than a piece of names. MONITOR
-    shows each script call followed by the commands it ran."""
+    script, and Redis answered nobody else meanwhile (a read waited up to 33 ms); then
+    40 short scripts around the commit, 3 seconds of Redis's time for a million names.
+    Now no command looks up or adds a name on its own: the commit script appends the
+    request's names as one value. MONITOR shows each call and the commands it ran."""
     server = redis_server_factory(appendonly=False)
     client = aioredis.Redis.from_url(server.url)
     calls: list[list[tuple[str, int]]] = []  # per top-level command: it, then its script's
@@ -218,13 +293,22 @@ async def test_no_redis_command_handles_more_than_a_piece_of_names(
         await st.create("s", {"id": "s", "kind": "features"}, "inc-1", b"s0", "t0", b"{}", b"{}")
         names = [f"feature-{i}" for i in range(20_000)]
         assert await st.commit("s", _commit(0, "c1", "", names)) == 1
+        more = [f"more-{i}" for i in range(20_000)]
+        assert await st.commit("s", _commit(1, "c2", "c1", more)) == 2
         await client.echo("done")
         watcher.join(30)
         assert not watcher.is_alive()
-        touched = [sum(n for name, n in call if name in ("SADD", "SMISMEMBER")) for call in calls]
-        assert max(touched) <= NAMES_PIECE
-        assert sum(touched) == 2 * len(names)  # each looked up once, added once
-        assert await client.scard("p:{s}:names") == 20_000
+        ran = [name for call in calls for name, _ in call]
+        assert not {"SADD", "SMISMEMBER", "SISMEMBER"} & set(ran)
+        pushes = [(name, n) for call in calls for name, n in call if name == "RPUSH"]
+        assert pushes == [("RPUSH", 1)] * 4  # per commit: its names, its id
+        # Per commit: one look at the log's end (the copy is up to date: nothing read
+        # back), then the commit script.
+        at_log = [c for c in calls if any(name == "LLEN" for name, _ in c)]
+        assert len(at_log) == 4
+        assert "LRANGE" not in ran
+        log = await client.lrange("p:{s}:names-log", 0, -1)
+        assert [split(cast(bytes, e)) for e in log] == [names, more]
     finally:
         sock.close()
         await st.close()
@@ -248,7 +332,7 @@ async def test_a_delete_leaves_freeing_the_stream_to_a_background_thread(
         assert await st.delete("s")
         stats = await client.info("commandstats")
         assert "cmdstat_unlink" in stats and "cmdstat_del" not in stats
-        assert await client.exists("p:{s}:names", "p:{s}:meta") == 0
+        assert await client.exists("p:{s}:names-log", "p:{s}:names-ids", "p:{s}:meta") == 0
     finally:
         await st.close()
         await client.aclose()

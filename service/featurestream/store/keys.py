@@ -22,11 +22,16 @@ class StreamKeys:
     events: str
     producers: str
     responses: str
+    # Releases before the names log kept a stream's names in a set (``names``), the
+    # names of its last commit in ``names_pending`` while they were added to it: still
+    # read (store/names.py), no longer written.
     names: str
     replays: str  # the stored responses' fields, oldest first (a sorted set)
-    # The names of the last commit while they are being added to ``names`` (a string,
-    # joined by newlines; see RedisStore.commit).
     names_pending: str
+    # The names log (a list, an entry per commit with new names, joined by newlines)
+    # and the ids of those commits (a list, in step): see store/names.py.
+    names_log: str
+    names_ids: str
     channel: str
     # Written (and expiring) only to make a replayed answer wait for the replicas: see
     # RedisStore.stored_response. Not one of the keys the scripts take.
@@ -43,6 +48,8 @@ class StreamKeys:
             self.names,
             self.replays,
             self.names_pending,
+            self.names_log,
+            self.names_ids,
         )
 
 
@@ -62,6 +69,8 @@ def stream_keys(prefix: str, stream_id: str) -> StreamKeys:
         names=f"{base}:names",
         replays=f"{base}:replays",
         names_pending=f"{base}:names-pending",
+        names_log=f"{base}:names-log",
+        names_ids=f"{base}:names-ids",
         channel=f"{base}:selection",
         barrier=f"{base}:barrier",
     )

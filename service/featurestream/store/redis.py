@@ -2,8 +2,8 @@
 
 Layout (``store/keys.py``): per stream a meta hash, the state string, an event
 log Stream with one entry per commit (entry id ``<version>-0``), the producers
-hash (last seq), the stored-responses hash and the names set, all under one
-hash tag, so a Redis Cluster keeps a stream on one slot. Writes are Lua
+hash (last seq), the stored-responses hash and the names log (store/names.py),
+all under one hash tag, so a Redis Cluster keeps a stream on one slot. Writes are Lua
 scripts, so each is atomic on the server and touches one slot; the commit
 script is a compare-and-set on (incarnation, version, last commit id). Redis
 errors become StoreUnavailable here and nowhere else: among them a call that
@@ -55,7 +55,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
-from typing import Any
+from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 from redis import exceptions as rex
@@ -91,8 +91,10 @@ from featurestream.store.keys import (
     stream_keys,
     tenant_index_key,
 )
+from featurestream.store.names import INDEX_NAMES, INLINE_NAMES, NamesCache, StreamNames, split
 
 log = logging.getLogger("featurestream.store")
+T = TypeVar("T")
 
 # The cluster's transient conditions: a slot moving or failed over (MOVED, ASK), TRYAGAIN
 # during a migration, CLUSTERDOWN / MASTERDOWN, a slot no node serves, a node that became
@@ -201,7 +203,8 @@ RESERVATION_GRACE = 60.0
 STALE_CHECK_INTERVAL = 10.0
 
 # KEYS[1] meta  KEYS[2] state  KEYS[3] events  KEYS[4] producers  KEYS[5] responses
-# KEYS[6] names  KEYS[7] replays  KEYS[8] names pending
+# KEYS[6] names (releases before the names log)  KEYS[7] replays  KEYS[8] names pending
+# (idem)  KEYS[9] names log  KEYS[10] names ids
 # ARGV[1] info JSON  ARGV[2] incarnation  ARGV[3] state blob  ARGV[4] created_at
 # ARGV[5] selection JSON  ARGV[6] status JSON  ARGV[7] time to live in ms ('0': none)
 # Returns 1 when created, 0 when the stream already exists. A retried call that finds
@@ -211,7 +214,8 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   if redis.call('HGET', KEYS[1], 'incarnation') == ARGV[2] then return 1 end
   return 0
 end
-redis.call('UNLINK', KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+redis.call('UNLINK', KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9],
+           KEYS[10])
 redis.call('HSET', KEYS[1], 'info', ARGV[1], 'incarnation', ARGV[2], 'version', 0,
            'updated_at', ARGV[4], 'selection', ARGV[5], 'status', ARGV[6], 'commit_id', '',
            'ttl_ms', ARGV[7])
@@ -224,7 +228,8 @@ return 1
 """
 
 # KEYS[1] meta  KEYS[2] state  KEYS[3] events  KEYS[4] producers  KEYS[5] responses
-# KEYS[6] names  KEYS[7] replays (the stored responses' fields by age)  KEYS[8] names pending
+# KEYS[6] names (releases before the names log)  KEYS[7] replays (the stored responses'
+# fields by age)  KEYS[8] names pending (idem)  KEYS[9] names log  KEYS[10] names ids
 # ARGV[1] commit id  ARGV[2] incarnation  ARGV[3] expected version  ARGV[4] expected last
 # commit id  ARGV[5] state blob  ARGV[6] updated_at  ARGV[7] selection JSON
 # ARGV[8] status JSON  ARGV[9] events payload  ARGV[10] producer ('' = none)
@@ -235,12 +240,15 @@ return 1
 # ARGV[17] replay bytes (stored-response bytes kept)
 # ARGV[18 .. 17+2P] seq_1, response_1, ..., seq_P, response_P (ascending; the producer's
 # last seq becomes seq_P)  ARGV[18+2P] the new feature names, joined by newlines
-# Returns the new version (the current one for a records-only commit); -1 on an
-# incarnation, version or last-commit mismatch; -2 when the stream is gone; -4 when the
-# names of an earlier commit are still pending (see RedisStore.commit), and then writes
-# nothing. The new names are not checked or added here: they are kept in KEYS[8] and
-# the commit id in the meta's 'names_pending', for the caller to add in pieces. A commit
-# whose id is already recorded returns the current version (a retried call). Every
+# ARGV[19+2P] the entries of the names log the caller looked the names up in, ARGV[20+2P]
+# the id of the last of them ('' for none)
+# Returns {version, appended}: the new version (the current one for a records-only
+# commit), or -1 on an incarnation, version or last-commit mismatch, -2 when the stream
+# is gone, -4 when the names log does not end where the caller looked (see
+# RedisStore.commit; nothing is written then); appended is 1 when the names went to the
+# log as its next entry. The names are not looked up here (the caller did, in its copy
+# of the log: store/names.py), only appended, as one entry. A commit whose id is already
+# recorded returns the current version (a retried call). Every
 # commit records its id as the last commit id. The stored
 # responses are trimmed to the replay window per producer, then to the replay bytes per
 # stream, oldest first (never those of this commit). A stream created with a time to live
@@ -248,23 +256,31 @@ return 1
 COMMIT_LUA = """
 local meta = redis.call('HMGET', KEYS[1], 'version', 'incarnation', 'commit_id', 'replay_bytes',
                         'ttl_ms')
-if not meta[1] then return -2 end
-if meta[2] == ARGV[2] and meta[3] == ARGV[1] then return tonumber(meta[1]) end
+if not meta[1] then return {-2, 0} end
+if meta[2] == ARGV[2] and meta[3] == ARGV[1] then return {tonumber(meta[1]), 0} end
 if meta[2] ~= ARGV[2] or tonumber(meta[1]) ~= tonumber(ARGV[3])
-   or (meta[3] or '') ~= ARGV[4] then return -1 end
+   or (meta[3] or '') ~= ARGV[4] then return {-1, 0} end
 local v = tonumber(meta[1])
 local pairs_n = tonumber(ARGV[11])
+local appended = 0
 if ARGV[15] == '1' then
   local names = ARGV[18 + 2 * pairs_n]
-  if names ~= '' and redis.call('HEXISTS', KEYS[1], 'names_pending') == 1 then return -4 end
+  if names ~= '' then
+    local n = redis.call('LLEN', KEYS[10])
+    if n ~= tonumber(ARGV[19 + 2 * pairs_n])
+       or (n > 0 and redis.call('LINDEX', KEYS[10], -1) ~= ARGV[20 + 2 * pairs_n]) then
+      return {-4, 0}
+    end
+  end
   v = v + 1
   redis.call('SET', KEYS[2], ARGV[5])
   redis.call('HSET', KEYS[1], 'version', v, 'updated_at', ARGV[6], 'selection', ARGV[7],
              'status', ARGV[8], 'commit_id', ARGV[1])
   redis.call('XADD', KEYS[3], 'MAXLEN', '=', ARGV[16], v .. '-0', 'e', ARGV[9])
   if names ~= '' then
-    redis.call('SET', KEYS[8], names)
-    redis.call('HSET', KEYS[1], 'names_pending', ARGV[1])
+    redis.call('RPUSH', KEYS[9], names)
+    redis.call('RPUSH', KEYS[10], ARGV[1])
+    appended = 1
   end
 else
   redis.call('HSET', KEYS[1], 'commit_id', ARGV[1])
@@ -308,53 +324,37 @@ local ttl = tonumber(meta[5] or '0') or 0
 if ttl > 0 then
   for k = 1, #KEYS do redis.call('PEXPIRE', KEYS[k], ttl) end
 end
-return v
+return {v, appended}
 """
 
-# Names travel joined by newlines, a piece per call: packing them one argument each
-# cost the server's event loop 20 ms per 20,000 names.
-# KEYS[1] names  ARGV[1] a piece of names
-# Returns those already in the set (at most five), in order.
-NAMES_CHECK_LUA = """
-local names = {}
-for name in string.gmatch(ARGV[1], '[^\\n]+') do names[#names + 1] = name end
-local seen = redis.call('SMISMEMBER', KEYS[1], unpack(names))
-local dups = {}
-for i = 1, #seen do
-  if seen[i] == 1 and #dups < 5 then dups[#dups + 1] = names[i] end
+# The entries of a stream's names log since the first ``known`` (store/names.py), read
+# atomically with the stream's head.
+# KEYS[1] meta  KEYS[2] names ids  KEYS[3] names log
+# ARGV[1] known: entries the caller has  ARGV[2] the id of the last of them ('' for none)
+# ARGV[3] entries to return at most
+# Returns {version, incarnation, last commit id, entries in the log, from, ids, entries}:
+# the entries from ``from`` on, with their commits' ids; ``from`` is -1 (and nothing
+# follows) when the caller's entries are not the log's first ones any more (the id at
+# their end differs, or the log is shorter): it must read the log from the start.
+NAMES_SINCE_LUA = """
+local head = redis.call('HMGET', KEYS[1], 'version', 'incarnation', 'commit_id')
+local n = redis.call('LLEN', KEYS[2])
+local known = tonumber(ARGV[1])
+if known > n or (known > 0 and redis.call('LINDEX', KEYS[2], known - 1) ~= ARGV[2]) then
+  return {head[1], head[2], head[3], n, -1}
 end
-return dups
+local last = math.min(n, known + tonumber(ARGV[3])) - 1
+if last < known then return {head[1], head[2], head[3], n, known, {}, {}} end
+return {head[1], head[2], head[3], n, known, redis.call('LRANGE', KEYS[2], known, last),
+        redis.call('LRANGE', KEYS[3], known, last)}
 """
 
-# Adding the pending names of the commit whose id is C to the stream's names, in pieces
-# (RedisStore._add_pending_names). Each piece checks that the names of C are still
-# pending: not finished by another process, the stream not deleted or created again (a
-# commit id is unique, where a version number comes back in a re-created stream).
-# KEYS[1] meta  KEYS[2] names  ARGV[1] C  ARGV[2] a piece of names
-# Returns 1 when added, 0 when the names of C are not pending (nothing written).
-NAMES_ADD_LUA = """
-if redis.call('HGET', KEYS[1], 'names_pending') ~= ARGV[1] then return 0 end
-local names = {}
-for name in string.gmatch(ARGV[2], '[^\\n]+') do names[#names + 1] = name end
-redis.call('SADD', KEYS[2], unpack(names))
-local ttl = tonumber(redis.call('HGET', KEYS[1], 'ttl_ms') or '0') or 0
-if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
-return 1
-"""
+# Log entries one NAMES_SINCE_LUA call returns at most (an entry holds the names of a
+# request, at most max_columns_per_request of them).
+NAMES_ENTRIES = 4
 
-# KEYS[1] meta  KEYS[2] names pending  ARGV[1] C
-# The names of C are all in the stream's names: no longer pending. Returns 1, or 0 when
-# they were not pending (another process finished them first).
-NAMES_DONE_LUA = """
-if redis.call('HGET', KEYS[1], 'names_pending') ~= ARGV[1] then return 0 end
-redis.call('HDEL', KEYS[1], 'names_pending')
-redis.call('DEL', KEYS[2])
-return 1
-"""
-
-# Names per membership check or SADD piece: each piece is a short command, so reads of
-# other clients interleave with a commit of 20,000 new names.
-NAMES_PIECE = 1000
+# Members of the set of names of releases before the log read per SSCAN call.
+LEGACY_NAMES_PIECE = 1000
 
 _SUMMARY_FIELDS = ("info", "version", "updated_at", "selection", "status")
 
@@ -682,6 +682,7 @@ class RedisStore:
         replicas_ack: int = 0,
         replicas_ack_timeout: float = 1.0,
         notify_socket_timeout: float | None = None,
+        names_cache: int = INDEX_NAMES,
     ):
         self._redis = client
         self._notify_socket_timeout = notify_socket_timeout
@@ -700,9 +701,8 @@ class RedisStore:
         self._migrated = False
         self._stale_checked: dict[str, float] = {}
         self._commit = client.register_script(COMMIT_LUA)
-        self._names_check = client.register_script(NAMES_CHECK_LUA)
-        self._names_add = client.register_script(NAMES_ADD_LUA)
-        self._names_done = client.register_script(NAMES_DONE_LUA)
+        self._names_since = client.register_script(NAMES_SINCE_LUA)
+        self._names = NamesCache(names_cache)
         self._hub: PubSubHub | None = None
         # When Redis last refused a write for want of memory (None: not since it had room).
         self._full_at: float | None = None
@@ -755,6 +755,7 @@ class RedisStore:
             replicas_ack=settings.replicas_ack,
             replicas_ack_timeout=settings.replicas_ack_timeout,
             notify_socket_timeout=settings.redis_socket_timeout,
+            names_cache=settings.names_cache,
         )
 
     @property
@@ -1168,43 +1169,45 @@ class RedisStore:
         return _summary(values)
 
     async def commit(self, stream_id: str, commit: Commit) -> int:
-        """Commit a write as one compare-and-set (``COMMIT_LUA``); new feature names apart.
+        """Commit a write as one compare-and-set (``COMMIT_LUA``).
 
-        A feature stream's names are unique. Checking and adding 20,000 names inside
-        the commit script held Redis (and every other client's read) for tens of
-        milliseconds, so the names go around it, in pieces of ``NAMES_PIECE``:
-
-        1. before the script, the names are looked up in the stream's set (a new
-           name already there: DuplicateNames, nothing written). The script's
-           compare-and-set on the version makes the lookup atomic with the commit:
-           the set changes only with a commit, which changes the version;
-        2. the script writes the new names to ``names_pending`` and marks the meta
-           ``names_pending = commit id``; while a mark stands, no commit with names
-           passes (-4), so no name can slip past a lookup;
-        3. after it, the names are added to the set, each piece only while the mark
-           stands, and the mark is removed. Whoever finds a mark (this process after
-           a failure, another process after a crash) finishes the job first.
+        A feature stream's names are unique: a write's new names are looked up in
+        this process's copy of the stream's names log, read up to date first
+        (``_names_of``); the script appends them to the log as one entry, only if
+        the log still ends where the copy does (else -4: read again, look up again).
+        Redis does no work per name, and no command holds it longer than a copy of
+        the request's names takes. See ``store/names.py``.
         """
         k = stream_keys(self._prefix, stream_id)
         names = list(commit.names) if commit.state_changed else []
-        for _ in range(3):
-            if names:
-                await self._check_names(stream_id, k, commit, names)
-            result = await self._commit_script(stream_id, k, commit)
-            if result != -4:
-                break
-            await self._finish_pending_names(k)  # an earlier commit's names, then again
-        else:
-            raise ConcurrentUpdate(stream_id, commit.expected_version)
-        if names:
-            try:
-                await self._add_pending_names(k, commit.commit_id, names)
-            except StoreUnavailable as exc:
-                # Committed: the mark stands, and the next commit finishes the names.
-                log.warning("adding the names of %s version %d: %s", stream_id, result, exc)
+        if not names:
+            result, _ = await self._commit_script(stream_id, k, commit)
+            return result
+        copy = self._names.get(stream_id, commit.incarnation)
+        async with copy.lock:
+            for _ in range(3):
+                known = await self._names_of(stream_id, k, commit, copy)
+                if known is None:
+                    # This commit is recorded (a retried call): its names are its own.
+                    result, _ = await self._commit_script(stream_id, k, commit)
+                    return result
+                result, appended = await self._commit_script(stream_id, k, commit, known)
+                if result != -4:
+                    break
+                # The log moved under the copy (a failover lost commits?): read it anew.
+                copy.reset()
+            else:
+                raise ConcurrentUpdate(stream_id, commit.expected_version)
+            if appended and (copy.chunks, copy.head) == known:
+                await _off_loop(len(names), copy.add, names, commit.commit_id)
+        self._names.trim()
         return result
 
-    async def _commit_script(self, stream_id: str, k: StreamKeys, commit: Commit) -> int:
+    async def _commit_script(
+        self, stream_id: str, k: StreamKeys, commit: Commit, known: tuple[int, str] = (0, "")
+    ) -> tuple[int, bool]:
+        """The commit script's (result, whether the names were appended to the log);
+        ``known``: where the names log ended when the names were looked up."""
         pairs = commit.seq_responses()
         args: list[Any] = [
             commit.commit_id,
@@ -1228,51 +1231,72 @@ class RedisStore:
         for seq, response in pairs:
             args += [seq, response]
         args.append("\n".join(commit.names) if commit.state_changed else "")
+        args += [known[0], known[1]]
         async with self._guard():
             reply: Any = await self._script(self._commit, list(k.all()), args)
-        result = int(reply)
+        result, appended = int(reply[0]), bool(int(reply[1]))
         if result >= 0:
             self._full_at = None  # a write went through: Redis has room
         if result == -2:
             raise StreamNotFound(stream_id)
         if result == -1:
             raise ConcurrentUpdate(stream_id, commit.expected_version)
-        return result
+        return result, appended
 
-    async def _check_names(
-        self, stream_id: str, k: StreamKeys, commit: Commit, names: list[str]
-    ) -> None:
-        """Refuse names already in the stream (step 1 of :meth:`commit`).
+    async def _names_of(
+        self, stream_id: str, k: StreamKeys, commit: Commit, copy: StreamNames
+    ) -> tuple[int, str] | None:
+        """Bring ``copy`` up to the end of the stream's names log and refuse the names of
+        ``commit`` already in it (DuplicateNames); where the log ends (entries, last id).
 
         Only on top of the version the commit expects (else ConcurrentUpdate, as the
-        script would answer: the engine reloads and applies the write again), and
-        after the names of the last commit, if still pending, are added. A commit
-        already recorded (a retried call) is not checked: its names are its own.
+        script would answer: the engine reloads and applies the write again); None
+        when the commit is already recorded (a retried call).
         """
-        for _ in range(3):
-            head = await self._head_of(k)
+        while True:
+            async with self._guard():
+                reply: Any = await self._names_since(
+                    keys=[k.meta, k.names_ids, k.names_log],
+                    args=[copy.chunks, copy.head, NAMES_ENTRIES],
+                )
+            head = tuple(None if v is None else bytes(v).decode() for v in reply[:3])
             if head[2] == commit.commit_id:
-                return
+                return None
             self._expect(stream_id, commit, head)
-            if head[3] is None:
+            total, start = int(reply[3]), int(reply[4])
+            if start < 0:
+                copy.reset()  # not the log's first entries any more: read it from the start
+                continue
+            if not copy.legacy_read:
+                await self._legacy_names(k, copy)
+            ids, entries = reply[5], reply[6]
+            if entries:
+                size = sum(len(e) for e in entries) // 8
+                await _off_loop(size, copy.take, ids, entries)
+            if copy.chunks >= total:
                 break
-            await self._finish_pending_names(k)
-        else:
-            raise ConcurrentUpdate(stream_id, commit.expected_version)
-        found = await self._each_piece(self._names_check, [k.names], _pieces(names))
-        dups = [bytes(n).decode() for piece in found for n in piece]
+        names = list(commit.names)
+        dups = await _off_loop(len(names), copy.duplicates, names)
         if dups:
-            # Another commit may have landed between two pieces: then this one is stale.
-            self._expect(stream_id, commit, await self._head_of(k))
-            raise DuplicateNames(stream_id, dups[:5])
+            raise DuplicateNames(stream_id, dups)
+        return copy.chunks, copy.head
 
-    async def _head_of(self, k: StreamKeys) -> tuple[str | None, ...]:
-        """The meta's version, incarnation, last commit id and names mark, as text."""
+    async def _legacy_names(self, k: StreamKeys, copy: StreamNames) -> None:
+        """Into ``copy``: the names releases before the log kept (a set, and the names
+        of a commit a process of such a release left pending), read once per copy."""
         async with self._guard():
-            values: Any = await self._redis.hmget(
-                k.meta, "version", "incarnation", "commit_id", "names_pending"
-            )
-        return tuple(None if v is None else bytes(v).decode() for v in values)
+            mark = await self._redis.hget(k.meta, "names_pending")
+            pending = None if mark is None else await self._redis.get(k.names_pending)
+        if pending is not None:
+            copy.seen.update(split(pending))
+        cursor: Any = 0
+        while True:
+            async with self._guard():
+                cursor, members = await self._redis.sscan(k.names, cursor, count=LEGACY_NAMES_PIECE)
+            copy.seen.update(bytes(m).decode() for m in members)
+            if int(cursor) == 0:
+                break
+        copy.legacy_read = True
 
     @staticmethod
     def _expect(stream_id: str, commit: Commit, head: tuple[str | None, ...]) -> None:
@@ -1286,53 +1310,6 @@ class RedisStore:
             or last != commit.expected_commit
         ):
             raise ConcurrentUpdate(stream_id, commit.expected_version)
-
-    async def _each_piece(
-        self, script: Any, keys: list[str], pieces: list[str], *head: Any
-    ) -> list[Any]:
-        """``script`` once per piece of names (``head`` before it), in order: their replies.
-
-        One call after the other, each waiting for the last (and each within its own
-        ``store_timeout``): Redis runs the commands a client pipelines back to back,
-        before it reads anyone else's, so pieces sent together would hold it as long
-        as one large command. Adding stops at a piece answered 0 (not pending any more).
-        """
-        out: list[Any] = []
-        for p in pieces:
-            async with self._guard():
-                if self._replicas_ack and script is not self._names_check:
-                    reply = await self._script(script, keys, [*head, p])
-                else:
-                    reply = await script(keys=keys, args=[*head, p])
-            out.append(reply)
-            if script is self._names_add and not reply:
-                break
-        return out
-
-    async def _finish_pending_names(self, k: StreamKeys) -> None:
-        """Add the names an earlier commit left pending (its process failed or died)."""
-        async with self._guard(), self._redis.pipeline(transaction=False) as pipe:
-            pipe.hget(k.meta, "names_pending")
-            pipe.get(k.names_pending)
-            mark, joined = await pipe.execute()
-        if mark is None:
-            return
-        if joined is None:
-            # Only an evicting Redis loses a key (featurestream needs noeviction).
-            raise StoreUnavailable(
-                "The names of the stream's last commit are missing from Redis (evicted? "
-                "set maxmemory-policy noeviction): its writes with names are refused."
-            )
-        names = [n for n in bytes(joined).decode().split("\n") if n]
-        await self._add_pending_names(k, bytes(mark).decode(), names)
-
-    async def _add_pending_names(self, k: StreamKeys, token: str, names: list[str]) -> None:
-        """Step 3 of :meth:`commit`: the names of commit ``token`` into the set, then no mark."""
-        added = await self._each_piece(self._names_add, [k.meta, k.names], _pieces(names), token)
-        if added and not added[-1]:
-            return  # finished by another process, or the stream is gone
-        async with self._guard():
-            await self._script(self._names_done, [k.meta, k.names_pending], [token])
 
     async def events(self, stream_id: str, from_version: int, count: int) -> list[EventEntry]:
         k = stream_keys(self._prefix, stream_id)
@@ -1386,9 +1363,11 @@ class RedisStore:
         return info is not None
 
 
-def _pieces(names: Sequence[str]) -> list[str]:
-    """Names joined by newlines, NAMES_PIECE to a piece."""
-    return ["\n".join(names[i : i + NAMES_PIECE]) for i in range(0, len(names), NAMES_PIECE)]
+async def _off_loop(size: int, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``: in a thread when it handles more than INLINE_NAMES names."""
+    if size > INLINE_NAMES:
+        return await asyncio.to_thread(fn, *args)
+    return fn(*args)
 
 
 def _is_master(role: Any) -> bool:
