@@ -20,7 +20,7 @@ from featurestream.config import Settings
 from featurestream.errors import ConcurrentUpdate, DuplicateNames
 from featurestream.store import Commit, open_store
 from featurestream.store.keys import stream_keys
-from featurestream.store.names import split
+from featurestream.store.names import INLINE_NAMES, split
 from featurestream.store.redis import RedisStore
 from tests.conftest import RedisServer
 
@@ -90,6 +90,17 @@ async def test_names_go_to_the_log_as_one_entry_and_a_duplicate_writes_nothing(
     assert await _log(store) == [names]
     assert await store.commit("s", _commit(1, "c2", "c1", ["new"])) == 2
     assert await _log(store) == [names, ["new"]]
+
+
+async def test_the_next_write_sees_the_names_of_a_large_one_at_once(store: RedisStore) -> None:
+    """The copy takes a large commit's names after the answer (in a thread): the next
+    write of the stream waits for it, and does not read them back from Redis."""
+    names = [f"f{i}" for i in range(3 * INLINE_NAMES)]
+    assert await store.commit("s", _commit(0, "c1", "", names)) == 1
+    with pytest.raises(DuplicateNames):
+        await store.commit("s", _commit(1, "c2", "c1", ["g", names[-1]]))
+    copy = store._names.get("s", "inc-1")
+    assert (copy.chunks, copy.head, len(copy.seen)) == (1, "c1", len(names))
 
 
 async def test_a_retried_commit_is_not_refused_for_its_own_names(store: RedisStore) -> None:

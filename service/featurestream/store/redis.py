@@ -91,7 +91,14 @@ from featurestream.store.keys import (
     stream_keys,
     tenant_index_key,
 )
-from featurestream.store.names import INDEX_NAMES, INLINE_NAMES, NamesCache, StreamNames, split
+from featurestream.store.names import (
+    INDEX_NAMES,
+    INLINE_NAMES,
+    NamesCache,
+    NameSet,
+    StreamNames,
+    split,
+)
 
 log = logging.getLogger("featurestream.store")
 T = TypeVar("T")
@@ -703,6 +710,7 @@ class RedisStore:
         self._commit = client.register_script(COMMIT_LUA)
         self._names_since = client.register_script(NAMES_SINCE_LUA)
         self._names = NamesCache(names_cache)
+        self._adding: set[asyncio.Task[None]] = set()  # see commit
         self._hub: PubSubHub | None = None
         # When Redis last refused a write for want of memory (None: not since it had room).
         self._full_at: float | None = None
@@ -924,6 +932,9 @@ class RedisStore:
         return moved
 
     async def close(self) -> None:
+        for task in list(self._adding):
+            with suppress(Exception):
+                await task
         if self._hub is not None:
             await self._hub.close()
             self._hub = None
@@ -1184,24 +1195,57 @@ class RedisStore:
             result, _ = await self._commit_script(stream_id, k, commit)
             return result
         copy = self._names.get(stream_id, commit.incarnation)
-        async with copy.lock:
+        await copy.lock.acquire()
+        handed = False  # the lock handed to the task that adds the names to the copy
+        try:
             for _ in range(3):
-                known = await self._names_of(stream_id, k, commit, copy)
-                if known is None:
+                looked = await self._names_of(stream_id, k, commit, copy)
+                if looked is None:
                     # This commit is recorded (a retried call): its names are its own.
                     result, _ = await self._commit_script(stream_id, k, commit)
                     return result
+                known, groups = looked
                 result, appended = await self._commit_script(stream_id, k, commit, known)
                 if result != -4:
                     break
                 # The log moved under the copy (a failover lost commits?): read it anew.
-                copy.reset()
+                self._names.garbage.append(copy.reset())
             else:
                 raise ConcurrentUpdate(stream_id, commit.expected_version)
             if appended and (copy.chunks, copy.head) == known:
-                await _off_loop(len(names), copy.add, names, commit.commit_id)
+                if len(names) > INLINE_NAMES:
+                    # Committed: the answer need not wait for the copy, only the next
+                    # write of this stream in this process does (it takes the lock).
+                    task = asyncio.get_running_loop().create_task(
+                        self._add_names(copy, groups, commit.commit_id)
+                    )
+                    self._adding.add(task)
+                    task.add_done_callback(self._adding.discard)
+                    handed = True
+                else:
+                    copy.add(groups, commit.commit_id)
+        finally:
+            if not handed:
+                copy.lock.release()
         self._names.trim()
+        self._free_names()
         return result
+
+    async def _add_names(self, copy: StreamNames, groups: list[list[str]], commit_id: str) -> None:
+        """The names of a commit into ``copy``, in a thread; then the copy's lock is free."""
+        try:
+            await asyncio.to_thread(copy.add, groups, commit_id)
+        finally:
+            copy.lock.release()
+
+    def _free_names(self) -> None:
+        """Free the names of the copies dropped, in a thread when they are many (not
+        awaited: nothing waits for memory to be freed)."""
+        garbage = self._names.take_garbage()
+        if sum(map(len, garbage)) > INLINE_NAMES:
+            asyncio.get_running_loop().run_in_executor(None, _free, garbage)
+        else:
+            _free(garbage)
 
     async def _commit_script(
         self, stream_id: str, k: StreamKeys, commit: Commit, known: tuple[int, str] = (0, "")
@@ -1245,9 +1289,10 @@ class RedisStore:
 
     async def _names_of(
         self, stream_id: str, k: StreamKeys, commit: Commit, copy: StreamNames
-    ) -> tuple[int, str] | None:
+    ) -> tuple[tuple[int, str], list[list[str]]] | None:
         """Bring ``copy`` up to the end of the stream's names log and refuse the names of
-        ``commit`` already in it (DuplicateNames); where the log ends (entries, last id).
+        ``commit`` already in it (DuplicateNames); where the log ends (entries, last id),
+        and the names grouped for ``copy.add``.
 
         Only on top of the version the commit expects (else ConcurrentUpdate, as the
         script would answer: the engine reloads and applies the write again); None
@@ -1265,7 +1310,8 @@ class RedisStore:
             self._expect(stream_id, commit, head)
             total, start = int(reply[3]), int(reply[4])
             if start < 0:
-                copy.reset()  # not the log's first entries any more: read it from the start
+                # Not the log's first entries any more: read it from the start.
+                self._names.garbage.append(copy.reset())
                 continue
             if not copy.legacy_read:
                 await self._legacy_names(k, copy)
@@ -1276,10 +1322,10 @@ class RedisStore:
             if copy.chunks >= total:
                 break
         names = list(commit.names)
-        dups = await _off_loop(len(names), copy.duplicates, names)
+        dups, groups = await _off_loop(len(names), copy.check, names)
         if dups:
             raise DuplicateNames(stream_id, dups)
-        return copy.chunks, copy.head
+        return (copy.chunks, copy.head), groups
 
     async def _legacy_names(self, k: StreamKeys, copy: StreamNames) -> None:
         """Into ``copy``: the names releases before the log kept (a set, and the names
@@ -1352,6 +1398,8 @@ class RedisStore:
             # frees the values in a background thread: a DEL of a stream of a million
             # feature names held Redis, and every read, for a quarter of a second.
             await self._write(k.meta, "UNLINK", *k.all(), k.barrier)
+            self._names.drop(stream_id)
+            self._free_names()
             if info is not None:
                 tenant = json.loads(info).get("tenant")
                 index = tenant_index_key(self._prefix, tenant)
@@ -1361,6 +1409,11 @@ class RedisStore:
                 if await self._redis.exists(k.meta):
                     await self._redis.zadd(index, {stream_id: 0}, nx=True)
         return info is not None
+
+
+def _free(garbage: list[NameSet]) -> None:
+    for names in garbage:
+        names.free()
 
 
 async def _off_loop(size: int, fn: Callable[..., T], *args: Any) -> T:
