@@ -142,7 +142,7 @@ class Settings(BaseSettings):
         2_000_000,
         ge=0,
         description="Feature names a process keeps in memory (Redis store), of the feature "
-        "streams it writes, to look a write's new names up without asking Redis (about 150 "
+        "streams it writes, to look a write's new names up without asking Redis (about 80 "
         "bytes each); beyond it the names of the streams written least recently go first "
         "(read again from Redis at their next write). The stream being written keeps its "
         "names whatever their number.",
