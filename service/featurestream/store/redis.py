@@ -356,9 +356,10 @@ return {head[1], head[2], head[3], n, known, redis.call('LRANGE', KEYS[2], known
         redis.call('LRANGE', KEYS[3], known, last)}
 """
 
-# Log entries one NAMES_SINCE_LUA call returns at most (an entry holds the names of a
-# request, at most max_columns_per_request of them).
-NAMES_ENTRIES = 4
+# Log entries one NAMES_SINCE_LUA call returns at most: an entry holds the names of a
+# request (at most max_columns_per_request of them), so a reply holds no more names
+# than the commit that wrote them carried.
+NAMES_ENTRIES = 1
 
 # Members of the set of names of releases before the log read per SSCAN call.
 LEGACY_NAMES_PIECE = 1000
