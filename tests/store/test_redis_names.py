@@ -176,6 +176,8 @@ async def test_a_copy_the_log_no_longer_starts_with_is_read_again(
     # The read found the copy stale and read the log anew before the lookup: no script
     # ran on the stale copy (the script's own check would have refused it, -4).
     assert scripts == []
+    # The stale names went to be freed, refused write or not.
+    assert store._names.take_garbage() == []
     assert await store.commit("s", _commit(2, "c3", "c9", ["lost"])) == 3
     assert scripts == [(2, "c9")]
     assert await _log(store) == [["a"], ["other"], ["lost"]]

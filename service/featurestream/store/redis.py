@@ -1228,8 +1228,9 @@ class RedisStore:
         finally:
             if not handed:
                 copy.lock.release()
-        self._names.trim()
-        self._free_names()
+            # Refused or failed too: the copy may have grown, or been read anew.
+            self._names.trim()
+            self._free_names()
         return result
 
     async def _add_names(self, copy: StreamNames, groups: list[list[str]], commit_id: str) -> None:
