@@ -20,7 +20,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import numpy as np
 import numpy.typing as npt
 
-from featurestream_client._data import instances_bytes, npy_frame
+from featurestream_client._data import instances_bytes, keep_frame_memory, npy_frame
 from featurestream_client.errors import (
     FeatureStreamError,
     NotFound,
@@ -172,7 +172,9 @@ class InstanceFeed:
                 except StopIteration:
                     self.exhausted = True
                     break
-            frame = Frame(self.next_seq, self._encode(X, labels), (X, labels))
+            payload = self._encode(X, labels)
+            keep_frame_memory(len(payload))
+            frame = Frame(self.next_seq, payload, (X, labels))
             self.pending[frame.seq] = frame
             self.next_seq += 1
             out.append(frame)
