@@ -199,10 +199,13 @@ def app_from_env() -> FastAPI:
 
 
 # mallopt's parameters (glibc's malloc.h). glibc caps the mapping threshold at
-# 32 MiB on 64-bit builds (4 MiB * sizeof(long)) and refuses anything above.
+# 32 MiB on 64-bit builds (4 MiB * sizeof(long)), 512 KiB on 32-bit ones, and
+# refuses anything above.
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
-_MMAP_MAX = (4 << 20) * ctypes.sizeof(ctypes.c_long)
+_MMAP_MAX = (
+    (4 << 20) * ctypes.sizeof(ctypes.c_long) if ctypes.sizeof(ctypes.c_long) == 8 else 512 << 10
+)
 
 
 def tune_malloc(keep_mb: int) -> bool:
@@ -214,7 +217,7 @@ def tune_malloc(keep_mb: int) -> bool:
     800 KB (a frame's bytes, its unmasked copy, the contiguous array) took
     tens of thousands of page faults per 20,000 instances, each page zeroed
     by the kernel again. With the trim threshold at ``keep_mb`` and buffers up
-    to 32 MiB (16 MiB on 32-bit builds) taken from the heap, freed buffers are
+    to 32 MiB (512 KiB on 32-bit builds) taken from the heap, freed buffers are
     reused instead. Returns whether the allocator took the settings (False off
     glibc, or with 0).
     """
