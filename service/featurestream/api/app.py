@@ -203,9 +203,7 @@ def app_from_env() -> FastAPI:
 # refuses anything above.
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
-_MMAP_MAX = (
-    (4 << 20) * ctypes.sizeof(ctypes.c_long) if ctypes.sizeof(ctypes.c_long) == 8 else 512 << 10
-)
+_MMAP_MAX = 32 << 20 if ctypes.sizeof(ctypes.c_long) == 8 else 512 << 10
 
 
 def tune_malloc(keep_mb: int) -> bool:
