@@ -403,14 +403,18 @@ def keep_frame_memory(frame_bytes: int) -> None:
     following frames then reuse the heap, and up to eight frames' size of
     free memory (62 MiB at most) stays at the top of each heap the sending
     threads use. Allocators that do not adjust their thresholds only see one
-    untouched block allocated and freed.
+    untouched block allocated and freed. Where the block cannot be had (a
+    limit on the process's address space), frames go out as before.
     """
     global _kept
     size = min(4 * frame_bytes, _KEPT_MAX)
     if frame_bytes < 64 * 1024 or size <= _kept:
         return
     _kept = size
-    block = np.empty(size, dtype=np.uint8)  # not touched: mmap'ed, then unmapped
+    try:
+        block = np.empty(size, dtype=np.uint8)  # not touched: mmap'ed, then unmapped
+    except MemoryError:
+        return  # only a saving: never a reason to fail the frames
     del block
 
 

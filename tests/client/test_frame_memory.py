@@ -98,3 +98,23 @@ def test_each_frame_the_feed_encodes_is_sized_for_it(monkeypatch: pytest.MonkeyP
     frames = feed.take()
     assert seen == [len(f.data) for f in frames]
     assert len(seen) == 2
+
+
+def test_a_block_the_process_cannot_have_fails_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    tries: list[int] = []
+
+    def empty(size: int, dtype: object = None) -> np.ndarray:
+        tries.append(size)
+        raise MemoryError
+
+    monkeypatch.setattr(_data, "_kept", 0)
+    monkeypatch.setattr(_data.np, "empty", empty)
+    _data.keep_frame_memory(800_000)  # no exception: the frames go out as before
+    _data.keep_frame_memory(800_000)  # and the next frames do not try again
+    assert tries == [3_200_000]
+    # The whole feed too: a frame is encoded and taken whatever the allocator says.
+    X = np.ones((100, 999))
+    monkeypatch.setattr(_data, "_kept", 0)
+    frames = ws.InstanceFeed(iter([(X, np.ones(100))]), first_seq=1).take()
+    assert [f.seq for f in frames] == [1]
+    assert len(tries) == 2
