@@ -168,6 +168,9 @@ def test_latency_reads_on_schedule_while_a_writer_streams(
     # The writer was streaming all along: its rate is near the pace asked for.
     assert out["write_rate"] == 2000 and 500 < out["writer_instances_per_second"] < 2600
     assert out["steal_percent"] is None or 0.0 <= out["steal_percent"] <= 100.0
+    # Then the same reads with the writer stopped, as long (at most 3 s): the floor.
+    assert out["idle_reads"] == 50
+    assert 0 < out["idle_p50_ms"] <= out["idle_p99_ms"]
 
 
 def test_latency_runs_repeat_on_one_server_and_report_the_spread_of_p99(
@@ -183,8 +186,24 @@ def test_latency_runs_repeat_on_one_server_and_report_the_spread_of_p99(
     text = capsys.readouterr().out
     assert "run 1: GET /selected" in text and "run 2: GET /selected" in text
     assert "p99 over 2 runs: min" in text
+    assert text.count("the same reads once the writer stopped (20): p50") == 2
+    assert "p99 once the writer stopped: min" in text
     with pytest.raises(SystemExit):
         main([*argv, "--repeat", "0"])
+    with pytest.raises(SystemExit):
+        main([*argv, "--idle-seconds", "-1"])
+
+
+def test_latency_quiet_reads_can_be_left_out(
+    live_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["latency", "--url", live_url, "--seconds", "0.5", "--rate", "40", "--write-rate"]
+    assert main([*argv, "1000", "--idle-seconds", "0", "--repeat", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "once the writer stopped" not in text
+    assert main([*argv, "1000", "--idle-seconds", "0.25", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["reads"] == 20 and out["idle_reads"] == 10
 
 
 @pytest.mark.parametrize("path", ["sdk", "raw", "json"])

@@ -53,7 +53,9 @@ Latency (`featurestream bench latency`): GET /selected at --rate requests per
 second for --seconds while another process writes into the same stream (OFS
 frames, or with --ingest features SAOLA columns of a dorothea-like set) by
 --writer raw, sdk, json or websockets; prints the read latency percentiles
-(measured from each read's scheduled time) and the write rate.
+(measured from each read's scheduled time) and the write rate, then those of
+the same reads once the writer has stopped (--idle-seconds), the machine's own
+floor.
 
 In-process kernels: `featurestream bench ofs-kernel` times OFS beside a plain
 per-instance numpy loop of its update; `featurestream bench fires-kernel`
@@ -182,6 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seconds", type=float, default=10.0, help="latency: seconds of reads")
     p.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=None,
+        help="latency: seconds of the same reads once the writer has stopped, the machine's "
+        "own floor (default --seconds, at most 3; 0: none)",
+    )
+    p.add_argument(
         "--write-rate",
         type=float,
         default=20_000.0,
@@ -243,6 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if latency_cmd:
         if args.ingest == "features" and args.writer == "websockets":
             parser.error("--ingest features takes --writer raw, sdk or json")
+        if args.idle_seconds is not None and not 0 <= args.idle_seconds <= 3600:
+            parser.error("--idle-seconds must be between 0 and 3600")
         return _main_latency(args)
     if scaling_cmd or args.scaling:
         with blas_limit(args.blas_threads):
@@ -272,6 +283,7 @@ def _main_latency(args: argparse.Namespace) -> int:
                 ingest=args.ingest,
                 chunk=args.chunk or (1_000 if args.quick else 20_000),
                 quick=args.quick,
+                idle_seconds=args.idle_seconds,
             )
             for _ in range(args.repeat)
         ]

@@ -15,6 +15,11 @@ the p99 from the moment each read was actually sent is reported beside it, as
 the reader itself may wake late on a busy machine.
 Reported: the percentiles of the read latency, the reads per second achieved,
 and the writer's instances (or columns) per second over the same interval.
+Then, once the writer has stopped, the same reads run on the same stream for
+``--idle-seconds`` more (by default ``--seconds``, at most 3 s): their p50
+and p99 are the floor the machine itself sets (on a virtual machine, waking an
+idle CPU alone can take milliseconds), beside which the figures under load
+are read.
 
 The writer runs in its own process so that its sending does not compete with
 the reader for this interpreter's lock.
@@ -55,6 +60,10 @@ class LatencyResult:
     # Share of the machine's CPU time the hypervisor gave to other guests during the
     # reads (Linux /proc/stat "steal"; None elsewhere): tails grow with it.
     steal_percent: float | None = None
+    # The same reads once the writer has stopped (None when --idle-seconds is 0).
+    idle_reads: int = 0
+    idle_p50_ms: float | None = None
+    idle_p99_ms: float | None = None
 
 
 def cpu_times() -> tuple[int, int] | None:
@@ -82,7 +91,9 @@ def steal_percent(before: tuple[int, int] | None, after: tuple[int, int] | None)
     return 100.0 * (after[0] - before[0]) / (after[1] - before[1])
 
 
-_IDLE_SECONDS = 2.0
+_IDLE_SECONDS = 2.0  # a keep-alive connection unused this long is not reused
+_SETTLE_SECONDS = 0.5  # after the writer stops, before the quiet reads
+_QUIET_SECONDS_MAX = 3.0  # the quiet reads' default length at most
 
 
 class _Connection:
@@ -218,8 +229,13 @@ def measure(
     ingest: str = "instances",
     chunk: int = 20_000,
     quick: bool = False,
+    idle_seconds: float | None = None,
 ) -> LatencyResult:
-    """Run the writer and the scheduled reads against a server at ``url``."""
+    """Run the writer and the scheduled reads against a server at ``url``, then the
+    same reads for ``idle_seconds`` (None: ``seconds``, at most 3; 0: none) once the
+    writer has stopped."""
+    if idle_seconds is None:
+        idle_seconds = min(seconds, _QUIET_SECONDS_MAX)
     import httpx
 
     from featurestream.bench import writers
@@ -266,6 +282,16 @@ def measure(
             elapsed = time.perf_counter() - start
             stolen = steal_percent(ticks, cpu_times())
             written = counter.value - written0
+            stop.set()
+            process.join(30)
+            quiet: list[float] = []
+            if idle_seconds > 0:
+                # What the writer sent last is answered, and nothing else runs.
+                time.sleep(_SETTLE_SECONDS)
+                with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+                    quiet, _, _ = runner.run(
+                        _read(url, f"/v1/streams/{sid}/selected", rate, idle_seconds)
+                    )
         finally:
             stop.set()
             process.join(30)
@@ -273,6 +299,7 @@ def measure(
                 process.terminate()
             c.delete(f"/v1/streams/{sid}")
     ms = np.array(latencies) * 1000.0
+    quiet_ms = np.array(quiet) * 1000.0
     return LatencyResult(
         store=store,
         rate=rate,
@@ -290,6 +317,9 @@ def measure(
         writer=writer,
         ingest=ingest,
         steal_percent=stolen,
+        idle_reads=len(quiet),
+        idle_p50_ms=float(np.percentile(quiet_ms, 50)) if len(quiet) else None,
+        idle_p99_ms=float(np.percentile(quiet_ms, 99)) if len(quiet) else None,
     )
 
 
@@ -315,6 +345,12 @@ def report(result: LatencyResult, as_json: bool) -> str:
             if result.steal_percent is None
             else f"\n  CPU time stolen by the hypervisor meanwhile: {result.steal_percent:.1f}%"
         )
+        + (
+            ""
+            if result.idle_p99_ms is None or result.idle_p50_ms is None
+            else f"\n  the same reads once the writer stopped ({result.idle_reads}): "
+            f"p50 {result.idle_p50_ms:.2f}  p99 {result.idle_p99_ms:.2f}"
+        )
     )
 
 
@@ -331,6 +367,12 @@ def report_runs(results: list[LatencyResult], as_json: bool) -> str:
     lines.append(
         f"p99 over {len(results)} runs: min {p99[0]:.2f}  median {median:.2f}  max {p99[-1]:.2f} ms"
     )
+    quiet = sorted(r.idle_p99_ms for r in results if r.idle_p99_ms is not None)
+    if len(quiet) == len(results):
+        lines.append(
+            f"p99 once the writer stopped: min {quiet[0]:.2f}  "
+            f"median {float(np.median(quiet)):.2f}  max {quiet[-1]:.2f} ms"
+        )
     return "\n".join(lines)
 
 
