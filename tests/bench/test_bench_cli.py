@@ -169,7 +169,7 @@ def test_latency_reads_on_schedule_while_a_writer_streams(
     assert out["write_rate"] == 2000 and 500 < out["writer_instances_per_second"] < 2600
     assert out["steal_percent"] is None or 0.0 <= out["steal_percent"] <= 100.0
     # Then the same reads with the writer stopped, as long (at most 3 s): the floor.
-    assert out["idle_reads"] == 50
+    assert out["idle_reads"] == 50 and out["idle_not_ok"] == 0
     assert 0 < out["idle_p50_ms"] <= out["idle_p99_ms"]
 
 
@@ -186,7 +186,7 @@ def test_latency_runs_repeat_on_one_server_and_report_the_spread_of_p99(
     text = capsys.readouterr().out
     assert "run 1: GET /selected" in text and "run 2: GET /selected" in text
     assert "p99 over 2 runs: min" in text
-    assert text.count("the same reads once the writer stopped (20): p50") == 2
+    assert text.count("the same reads once the writer stopped (20, non-200 0): p50") == 2
     assert "p99 once the writer stopped: min" in text
     with pytest.raises(SystemExit):
         main([*argv, "--repeat", "0"])
@@ -204,6 +204,36 @@ def test_latency_quiet_reads_can_be_left_out(
     assert main([*argv, "1000", "--idle-seconds", "0.25", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["reads"] == 20 and out["idle_reads"] == 10
+
+
+def test_latency_idle_reads_run_once_the_writer_is_gone(
+    live_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each call of the reader is recorded (the seconds asked for, the writer processes
+    alive then) and answered at once: the second call, the idle reads, finds no
+    writer, lasts --seconds at most 3 s, and its non-200 reads are counted apart."""
+    import multiprocessing
+
+    from featurestream.bench import latency
+
+    calls: list[tuple[float, int]] = []
+
+    async def reader(
+        url: str, path: str, rate: float, seconds: float
+    ) -> tuple[list[float], list[float], int]:
+        calls.append((seconds, len(multiprocessing.active_children())))
+        k = len(calls)
+        return [0.001 * k] * 10, [0.001 * k] * 10, k - 1
+
+    monkeypatch.setattr(latency, "_read", reader)
+    result = latency.measure(live_url, "given", 40, 10.0, 1000.0)
+    assert calls == [(10.0, 1), (3.0, 0)]
+    assert (result.reads, result.not_ok, result.p99_ms) == (10, 0, pytest.approx(1.0))
+    assert (result.idle_reads, result.idle_not_ok) == (10, 1)
+    assert result.idle_p99_ms == pytest.approx(2.0)
+    calls.clear()
+    result = latency.measure(live_url, "given", 40, 1.5, 1000.0, idle_seconds=0)
+    assert calls == [(1.5, 1)] and result.idle_reads == 0 and result.idle_p99_ms is None
 
 
 @pytest.mark.parametrize("path", ["sdk", "raw", "json"])

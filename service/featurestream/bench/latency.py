@@ -15,11 +15,11 @@ the p99 from the moment each read was actually sent is reported beside it, as
 the reader itself may wake late on a busy machine.
 Reported: the percentiles of the read latency, the reads per second achieved,
 and the writer's instances (or columns) per second over the same interval.
-Then, once the writer has stopped, the same reads run on the same stream for
-``--idle-seconds`` more (by default ``--seconds``, at most 3 s): their p50
-and p99 are the floor the machine itself sets (on a virtual machine, waking an
-idle CPU alone can take milliseconds), beside which the figures under load
-are read.
+Then, once the writer has stopped (and half a second later), the same reads
+run on the same stream for ``--idle-seconds`` more (by default ``--seconds``,
+at most 3 s): their p50 and p99 are the floor the machine and the server set
+without the load (on a virtual machine, waking an idle CPU alone can take
+milliseconds), beside which the figures under load are read.
 
 The writer runs in its own process so that its sending does not compete with
 the reader for this interpreter's lock.
@@ -34,6 +34,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from multiprocessing.process import BaseProcess
 
 import numpy as np
 
@@ -60,8 +61,10 @@ class LatencyResult:
     # Share of the machine's CPU time the hypervisor gave to other guests during the
     # reads (Linux /proc/stat "steal"; None elsewhere): tails grow with it.
     steal_percent: float | None = None
-    # The same reads once the writer has stopped (None when --idle-seconds is 0).
+    # The same reads once the writer has stopped: none with --idle-seconds 0, or when
+    # the writer would not stop or the reads could not connect (percentiles None).
     idle_reads: int = 0
+    idle_not_ok: int = 0
     idle_p50_ms: float | None = None
     idle_p99_ms: float | None = None
 
@@ -91,9 +94,9 @@ def steal_percent(before: tuple[int, int] | None, after: tuple[int, int] | None)
     return 100.0 * (after[0] - before[0]) / (after[1] - before[1])
 
 
-_IDLE_SECONDS = 2.0  # a keep-alive connection unused this long is not reused
-_SETTLE_SECONDS = 0.5  # after the writer stops, before the quiet reads
-_QUIET_SECONDS_MAX = 3.0  # the quiet reads' default length at most
+_KEEPALIVE_SECONDS = 2.0  # a keep-alive connection unused this long is not reused
+_SETTLE_SECONDS = 0.5  # after the writer has stopped, before the idle reads
+_IDLE_SECONDS_MAX = 3.0  # the idle reads' default length at most
 
 
 class _Connection:
@@ -174,7 +177,7 @@ async def _read(
         # server (uvicorn keeps an idle connection 5 s): let it go, open a new one.
         while idle:
             conn = idle.pop()
-            if time.perf_counter() - conn.used < _IDLE_SECONDS:
+            if time.perf_counter() - conn.used < _KEEPALIVE_SECONDS:
                 return conn
             conn.close()
         conn = await _Connection.open(host, port)
@@ -235,7 +238,7 @@ def measure(
     same reads for ``idle_seconds`` (None: ``seconds``, at most 3; 0: none) once the
     writer has stopped."""
     if idle_seconds is None:
-        idle_seconds = min(seconds, _QUIET_SECONDS_MAX)
+        idle_seconds = min(seconds, _IDLE_SECONDS_MAX)
     import httpx
 
     from featurestream.bench import writers
@@ -284,14 +287,12 @@ def measure(
             written = counter.value - written0
             stop.set()
             process.join(30)
-            quiet: list[float] = []
-            if idle_seconds > 0:
-                # What the writer sent last is answered, and nothing else runs.
-                time.sleep(_SETTLE_SECONDS)
-                with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-                    quiet, _, _ = runner.run(
-                        _read(url, f"/v1/streams/{sid}/selected", rate, idle_seconds)
-                    )
+            if process.is_alive():
+                process.terminate()
+                process.join(5)
+            idle, idle_not_ok = _idle_reads(
+                process, url, f"/v1/streams/{sid}/selected", rate, idle_seconds
+            )
         finally:
             stop.set()
             process.join(30)
@@ -299,7 +300,7 @@ def measure(
                 process.terminate()
             c.delete(f"/v1/streams/{sid}")
     ms = np.array(latencies) * 1000.0
-    quiet_ms = np.array(quiet) * 1000.0
+    idle_ms = np.array(idle) * 1000.0
     return LatencyResult(
         store=store,
         rate=rate,
@@ -317,10 +318,29 @@ def measure(
         writer=writer,
         ingest=ingest,
         steal_percent=stolen,
-        idle_reads=len(quiet),
-        idle_p50_ms=float(np.percentile(quiet_ms, 50)) if len(quiet) else None,
-        idle_p99_ms=float(np.percentile(quiet_ms, 99)) if len(quiet) else None,
+        idle_reads=len(idle),
+        idle_not_ok=idle_not_ok,
+        idle_p50_ms=float(np.percentile(idle_ms, 50)) if idle else None,
+        idle_p99_ms=float(np.percentile(idle_ms, 99)) if idle else None,
     )
+
+
+def _idle_reads(
+    process: BaseProcess, url: str, path: str, rate: float, seconds: float
+) -> tuple[list[float], int]:
+    """The same reads for ``seconds`` once the writer ``process`` has stopped, after
+    ``_SETTLE_SECONDS`` (what it sent last is answered meanwhile): their latencies
+    and how many were not 200. No reads at all when asked for none, when the writer
+    is still alive (they would not be idle), or when they cannot connect."""
+    if seconds <= 0 or process.is_alive():
+        return [], 0
+    time.sleep(_SETTLE_SECONDS)
+    try:
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            latencies, _, not_ok = runner.run(_read(url, path, rate, seconds))
+    except OSError:
+        return [], 0
+    return latencies, not_ok
 
 
 def report(result: LatencyResult, as_json: bool) -> str:
@@ -348,7 +368,8 @@ def report(result: LatencyResult, as_json: bool) -> str:
         + (
             ""
             if result.idle_p99_ms is None or result.idle_p50_ms is None
-            else f"\n  the same reads once the writer stopped ({result.idle_reads}): "
+            else f"\n  the same reads once the writer stopped ({result.idle_reads}, "
+            f"non-200 {result.idle_not_ok}): "
             f"p50 {result.idle_p50_ms:.2f}  p99 {result.idle_p99_ms:.2f}"
         )
     )
@@ -360,18 +381,23 @@ def report_runs(results: list[LatencyResult], as_json: bool) -> str:
         return report(results[0], as_json)
     p99 = sorted(r.p99_ms for r in results)
     median = float(np.median(p99))
+    idle = sorted(r.idle_p99_ms for r in results if r.idle_p99_ms is not None)
+    idle_median = float(np.median(idle)) if len(idle) == len(results) else None
     if as_json:
-        doc = {"runs": [asdict(r) for r in results], "p99_ms_median": median}
+        doc = {
+            "runs": [asdict(r) for r in results],
+            "p99_ms_median": median,
+            "idle_p99_ms_median": idle_median,
+        }
         return json.dumps(doc, indent=2)
     lines = [f"run {i}: {report(r, False)}" for i, r in enumerate(results, start=1)]
     lines.append(
         f"p99 over {len(results)} runs: min {p99[0]:.2f}  median {median:.2f}  max {p99[-1]:.2f} ms"
     )
-    quiet = sorted(r.idle_p99_ms for r in results if r.idle_p99_ms is not None)
-    if len(quiet) == len(results):
+    if idle_median is not None:
         lines.append(
-            f"p99 once the writer stopped: min {quiet[0]:.2f}  "
-            f"median {float(np.median(quiet)):.2f}  max {quiet[-1]:.2f} ms"
+            f"p99 once the writer stopped: min {idle[0]:.2f}  "
+            f"median {idle_median:.2f}  max {idle[-1]:.2f} ms"
         )
     return "\n".join(lines)
 
