@@ -194,7 +194,7 @@ def test_latency_runs_repeat_on_one_server_and_report_the_spread_of_p99(
         main([*argv, "--idle-seconds", "-1"])
 
 
-def test_latency_quiet_reads_can_be_left_out(
+def test_latency_idle_reads_can_be_left_out(
     live_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["latency", "--url", live_url, "--seconds", "0.5", "--rate", "40", "--write-rate"]

@@ -54,8 +54,8 @@ second for --seconds while another process writes into the same stream (OFS
 frames, or with --ingest features SAOLA columns of a dorothea-like set) by
 --writer raw, sdk, json or websockets; prints the read latency percentiles
 (measured from each read's scheduled time) and the write rate, then those of
-the same reads once the writer has stopped (--idle-seconds), the machine's own
-floor.
+the same reads once the writer has stopped (--idle-seconds), the floor without
+the load.
 
 In-process kernels: `featurestream bench ofs-kernel` times OFS beside a plain
 per-instance numpy loop of its update; `featurestream bench fires-kernel`
@@ -187,8 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--idle-seconds",
         type=float,
         default=None,
-        help="latency: seconds of the same reads once the writer has stopped, the machine's "
-        "own floor (default --seconds, at most 3; 0: none)",
+        help="latency: seconds of the same reads once the writer has stopped, the floor "
+        "without the load (default --seconds, at most 3; 0: none)",
     )
     p.add_argument(
         "--write-rate",
