@@ -35,6 +35,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from multiprocessing.process import BaseProcess
+from multiprocessing.synchronize import Event
 
 import numpy as np
 
@@ -285,19 +286,12 @@ def measure(
             elapsed = time.perf_counter() - start
             stolen = steal_percent(ticks, cpu_times())
             written = counter.value - written0
-            stop.set()
-            process.join(30)
-            if process.is_alive():
-                process.terminate()
-                process.join(5)
+            _stop_writer(process, stop)
             idle, idle_not_ok = _idle_reads(
                 process, url, f"/v1/streams/{sid}/selected", rate, idle_seconds
             )
         finally:
-            stop.set()
-            process.join(30)
-            if process.is_alive():
-                process.terminate()
+            _stop_writer(process, stop)
             c.delete(f"/v1/streams/{sid}")
     ms = np.array(latencies) * 1000.0
     idle_ms = np.array(idle) * 1000.0
@@ -323,6 +317,15 @@ def measure(
         idle_p50_ms=float(np.percentile(idle_ms, 50)) if idle else None,
         idle_p99_ms=float(np.percentile(idle_ms, 99)) if idle else None,
     )
+
+
+def _stop_writer(process: BaseProcess, stop: Event) -> None:
+    """Ask the writer ``process`` to stop and wait for it (30 s), then end it (5 s)."""
+    stop.set()
+    process.join(30)
+    if process.is_alive():
+        process.terminate()
+        process.join(5)
 
 
 def _idle_reads(
