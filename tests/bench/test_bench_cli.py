@@ -231,9 +231,39 @@ def test_latency_idle_reads_run_once_the_writer_is_gone(
     assert (result.reads, result.not_ok, result.p99_ms) == (10, 0, pytest.approx(1.0))
     assert (result.idle_reads, result.idle_not_ok) == (10, 1)
     assert result.idle_p99_ms == pytest.approx(2.0)
+    assert result.idle_seconds == 3.0
     calls.clear()
     result = latency.measure(live_url, "given", 40, 1.5, 1000.0, idle_seconds=0)
     assert calls == [(1.5, 1)] and result.idle_reads == 0 and result.idle_p99_ms is None
+    assert "once the writer stopped" not in latency.report(result, False)
+
+
+def test_latency_says_when_the_idle_reads_could_not_run(
+    live_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Idle reads asked for that could not connect: the run keeps its figures under
+    load, and its report says the idle reads are missing instead of leaving them out."""
+    from featurestream.bench import latency
+
+    calls: list[float] = []
+
+    async def reader(
+        url: str, path: str, rate: float, seconds: float
+    ) -> tuple[list[float], list[float], int]:
+        calls.append(seconds)
+        if len(calls) > 1:
+            raise ConnectionRefusedError("the server went away")
+        return [0.001] * 10, [0.001] * 10, 0
+
+    monkeypatch.setattr(latency, "_read", reader)
+    result = latency.measure(live_url, "given", 40, 1.0, 1000.0)
+    assert calls == [1.0, 1.0] and result.reads == 10
+    assert (result.idle_seconds, result.idle_reads, result.idle_p99_ms) == (1.0, 0, None)
+    text = latency.report(result, False)
+    assert "the same reads once the writer stopped: none (the writer did not stop" in text
+    assert json.loads(latency.report(result, True))["idle_reads"] == 0
+    both = latency.report_runs([result, result], False)
+    assert both.count("stopped: none") == 2 and "p99 once the writer stopped" not in both
 
 
 @pytest.mark.parametrize("path", ["sdk", "raw", "json"])

@@ -64,6 +64,7 @@ class LatencyResult:
     steal_percent: float | None = None
     # The same reads once the writer has stopped: none with --idle-seconds 0, or when
     # the writer would not stop or the reads could not connect (percentiles None).
+    idle_seconds: float = 0.0  # asked for
     idle_reads: int = 0
     idle_not_ok: int = 0
     idle_p50_ms: float | None = None
@@ -312,6 +313,7 @@ def measure(
         writer=writer,
         ingest=ingest,
         steal_percent=stolen,
+        idle_seconds=idle_seconds,
         idle_reads=len(idle),
         idle_not_ok=idle_not_ok,
         idle_p50_ms=float(np.percentile(idle_ms, 50)) if idle else None,
@@ -368,13 +370,23 @@ def report(result: LatencyResult, as_json: bool) -> str:
             if result.steal_percent is None
             else f"\n  CPU time stolen by the hypervisor meanwhile: {result.steal_percent:.1f}%"
         )
-        + (
-            ""
-            if result.idle_p99_ms is None or result.idle_p50_ms is None
-            else f"\n  the same reads once the writer stopped ({result.idle_reads}, "
-            f"non-200 {result.idle_not_ok}): "
-            f"p50 {result.idle_p50_ms:.2f}  p99 {result.idle_p99_ms:.2f}"
+        + _idle_line(result)
+    )
+
+
+def _idle_line(result: LatencyResult) -> str:
+    """The idle reads' line of ``report``: empty when none were asked for."""
+    if result.idle_seconds <= 0:
+        return ""
+    if result.idle_p99_ms is None or result.idle_p50_ms is None:
+        return (
+            "\n  the same reads once the writer stopped: none (the writer did not stop, "
+            "or the reads could not connect)"
         )
+    return (
+        f"\n  the same reads once the writer stopped ({result.idle_reads}, "
+        f"non-200 {result.idle_not_ok}): "
+        f"p50 {result.idle_p50_ms:.2f}  p99 {result.idle_p99_ms:.2f}"
     )
 
 
