@@ -119,6 +119,8 @@ def test_serve_hands_the_compression_setting_to_uvicorn(
     monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: seen.update(kw))
     assert cli.main(["serve", "--store", "memory://", *argv]) == 0
     assert seen["ws_per_message_deflate"] is expected
+    # The server's own WebSocket protocol (api/ws/protocol.py), by its import string.
+    assert seen["ws"] == "featurestream.api.ws.protocol:WebSocketProtocol"
 
 
 def _sparse_columns_body(b: int, n: int, seed: int) -> bytes:
@@ -246,6 +248,21 @@ def test_a_large_write_is_stored_compressed_and_replays_byte_for_byte(
     assert history["changes"][0]["version"] == 1 and history["changes"][0]["size"] > 0
 
 
+def _ofs_streams(server: Server, ids: tuple[str, ...], names: list[str]) -> None:
+    """New OFS streams (10 features kept) over ``names``."""
+    for sid in ids:
+        r = httpx.post(
+            server.url + "/v1/streams",
+            json={
+                "id": sid,
+                "algorithm": "ofs",
+                "params": {"num_features": 10},
+                "feature_names": names,
+            },
+        )
+        assert r.status_code == 201, r.text
+
+
 def test_large_json_instance_bodies_and_frames_apply_as_npy_ones(
     servers: list[Server], redis_url: str, key_prefix: str
 ) -> None:
@@ -261,17 +278,7 @@ def test_large_json_instance_bodies_and_frames_apply_as_npy_ones(
     rng = np.random.default_rng(11)
     batches = [rng.normal(size=(m, d)) for _ in range(3)]
     labels = [np.where(X[:, 0] + X[:, 1] > 0, 1.0, -1.0) for X in batches]
-    for sid in ("json", "npy", "frames"):
-        r = httpx.post(
-            server.url + "/v1/streams",
-            json={
-                "id": sid,
-                "algorithm": "ofs",
-                "params": {"num_features": 10},
-                "feature_names": names,
-            },
-        )
-        assert r.status_code == 201, r.text
+    _ofs_streams(server, ("json", "npy", "frames"), names)
     with httpx.Client(base_url=server.url, timeout=60) as c:
         for X, y in zip(batches, labels, strict=True):
             body = json.dumps({"X": X.tolist(), "y": y.tolist()}).encode()
@@ -316,3 +323,71 @@ def test_large_json_instance_bodies_and_frames_apply_as_npy_ones(
     }
     assert len(chosen["npy"]) == 10
     assert chosen["json"] == chosen["npy"] == chosen["frames"]
+
+
+@pytest.mark.parametrize("compression", [False, True])
+def test_large_binary_frames_read_in_one_copy_apply_as_sent(
+    servers: list[Server], redis_url: str, key_prefix: str, compression: bool
+) -> None:
+    """The server's frame reader (api/ws/protocol.py) on a real server: .npy frames of
+    1.6 MB, one of them sent in fragments of 300 KB, with and without permessage-deflate,
+    apply exactly as the same instances POSTed as .npy bodies."""
+    import io
+
+    env = {"FEATURESTREAM_WS_COMPRESSION": "true"} if compression else {}
+    server = Server(redis_url, key_prefix, env=env).start()
+    servers.append(server)
+    d, m = 1000, 200
+    names = [f"x{j}" for j in range(d)]
+    rng = np.random.default_rng(5)
+    batches = [rng.normal(size=(m, d)) for _ in range(4)]
+    bodies = []
+    for X in batches:
+        npy = io.BytesIO()
+        np.save(npy, np.column_stack([X, np.where(X[:, 0] - X[:, 3] > 0, 1.0, -1.0)]))
+        bodies.append(npy.getvalue())
+    assert all(len(b) > 1_500_000 for b in bodies)
+    _ofs_streams(server, ("posted", "framed"), names)
+    with httpx.Client(base_url=server.url, timeout=60) as c:
+        for body in bodies:
+            r = c.post(
+                "/v1/streams/posted/instances",
+                content=body,
+                headers={"content-type": "application/x-npy", "X-Label-Column": "last"},
+            )
+            assert r.status_code == 200, r.text
+
+    async def frames() -> list[dict[str, object]]:
+        url = f"ws://127.0.0.1:{server.port}/v1/streams/framed/ws"
+        options: dict[str, object] = {} if compression else {"compression": None}
+        async with websockets.connect(url, max_size=None, **options) as ws:  # type: ignore[arg-type]
+            await ws.recv()  # the selection sent on connect
+            assert bool(ws.protocol.extensions) is compression
+            for i, body in enumerate(bodies):
+                if i == 2:
+                    await ws.send([body[j : j + 300_000] for j in range(0, len(body), 300_000)])
+                else:
+                    await ws.send(body)
+            answers: list[dict[str, object]] = []
+            while len(answers) < len(bodies):
+                message = json.loads(await asyncio.wait_for(ws.recv(), 60))
+                if message["type"] != "selection":
+                    answers.append(message)
+            return answers
+
+    answers = asyncio.run(frames())
+    assert [(a["type"], a.get("ack")) for a in answers] == [("ack", k) for k in (1, 2, 3, 4)]
+    status = {
+        sid: httpx.get(f"{server.url}/v1/streams/{sid}/status").json()
+        for sid in ("posted", "framed")
+    }
+    for key in ("instances_seen", "mistakes", "nonzero_weights", "classes"):
+        assert status["framed"][key] == status["posted"][key], key
+    assert status["framed"]["instances_seen"] == 4 * m
+    chosen = {
+        sid: httpx.get(f"{server.url}/v1/streams/{sid}/selected").json()
+        for sid in ("posted", "framed")
+    }
+    assert len(chosen["posted"]["features"]) == 10
+    # Names and scores: the same decisions, and the same weights to the last bit.
+    assert chosen["framed"]["features"] == chosen["posted"]["features"]

@@ -1,0 +1,139 @@
+"""The server's WebSocket protocol: uvicorn's sans-I/O one, reading large frames in one copy.
+
+uvicorn's ``websockets-sansio`` protocol parses frames with the websockets
+library's sans-I/O parser, which appends every piece the socket gives to one
+growing buffer and then slices each frame's payload out of it: two copies of
+every byte, and more when the growing buffer is moved as it grows. A frame of
+100 instances of 1,000 features is 800 KB, so at 500 frames a second that is
+most of the event loop's time spent in memory copies (measured with ``perf``:
+about a quarter of the event loop thread's CPU), time during which a read of
+the selection waits.
+
+:class:`FrameReader` keeps the pieces of a large payload aside as they come and
+joins them once, when the payload is complete: one copy. Everything else
+(the opening handshake, headers, small frames, the end of the stream, what
+follows a payload in the last piece) goes through the library's own reader
+unchanged. :class:`WebSocketProtocol` is uvicorn's protocol with this reader
+in place of the library's; ``featurestream serve`` runs it.
+
+The parser's reader is not a documented part of the library: where it is not
+the reader this module was written against (another release), the connection
+keeps the library's own reader (``FrameReader.installed_on`` says which, and a
+test fails), and works exactly as before, only slower.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.streams import StreamReader
+
+# Reads of at least this many bytes collect pieces (a payload); shorter ones (headers,
+# small frames) take the library's path, where a copy costs nothing worth saving.
+LARGE_READ = 64 * 1024
+
+
+class FrameReader(StreamReader):
+    """websockets' ``StreamReader``, with one copy for large reads.
+
+    A ``read_exact(n)`` of at least :data:`LARGE_READ` bytes that the buffer
+    cannot serve yet takes the buffer as its first piece and collects what
+    :meth:`feed_data` is given after it, up to ``n`` bytes (the rest of a
+    piece goes back to the buffer), then joins the pieces once. The bytes
+    returned are those the library's reader returns (as ``bytes``, where it
+    gives a ``bytearray``; the parser only reads them).
+
+    >>> reader = FrameReader()
+    >>> read = reader.read_exact(LARGE_READ + 2)
+    >>> reader.feed_data(b"a" * LARGE_READ)
+    >>> next(read)
+    >>> reader.feed_data(b"bcde")
+    >>> try:
+    ...     next(read)
+    ... except StopIteration as done:
+    ...     payload = done.value
+    >>> len(payload), payload[-3:], bytes(reader.buffer)
+    (65538, b'abc', b'de')
+    """
+
+    # The payload being collected (None: none), its length so far and in all. Class
+    # defaults, so that a library reader turned into a FrameReader starts with none.
+    _pieces: list[Any] | None = None
+    _have = 0
+    _want = 0
+
+    def read_exact(self, n: int) -> Generator[None, None, Any]:
+        if n < LARGE_READ or len(self.buffer) >= n:
+            return (yield from super().read_exact(n))
+        # The buffer holds the start of the payload: it becomes the first piece.
+        self._pieces = [self.buffer] if self.buffer else []
+        self._have = len(self.buffer)
+        self._want = n
+        self.buffer = bytearray()
+        try:
+            while self._have < n:
+                if self.eof:
+                    raise EOFError(f"stream ends after {self._have} bytes, expected {n} bytes")
+                yield
+            return b"".join(self._pieces)
+        finally:
+            # Also when the parser is dropped mid-payload (the connection failed).
+            self._pieces = None
+
+    def feed_data(self, data: bytes | bytearray) -> None:
+        pieces = self._pieces
+        if pieces is None:
+            super().feed_data(data)
+            return
+        if self.eof:
+            raise EOFError("stream ended")
+        # The transport hands over a new bytes object per read; anything else could be
+        # reused by its owner, so it is copied.
+        kept = data if type(data) is bytes else bytes(data)
+        need = self._want - self._have
+        if len(kept) <= need:
+            pieces.append(kept)
+            self._have += len(kept)
+            return
+        view = memoryview(kept)
+        pieces.append(view[:need])
+        self._have = self._want
+        self.buffer += view[need:]
+
+    def discard(self) -> None:
+        self._pieces = None
+        super().discard()
+
+    @classmethod
+    def installed_on(cls, protocol: Any) -> bool:
+        """Make a sans-I/O protocol's reader a ``FrameReader``; False where it is not the library's.
+
+        The reader becomes one in place (the same object, its buffer and state
+        kept), because the protocol's parser holds the reader's methods as
+        bound when it started; so it can be done at any point of a connection.
+        A read in progress finishes as the library's (a ``FrameReader`` hands
+        its data to the library's code while it collects no payload); the
+        next ones are this class's. Where the protocol has no reader, or one
+        of another type (another release of the library), it is left as it is.
+        """
+        reader = getattr(protocol, "reader", None)
+        if type(reader) is not StreamReader:
+            return False
+        reader.__class__ = cls
+        return True
+
+
+class WebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's ``websockets-sansio`` protocol, parsing with a :class:`FrameReader`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.frame_reader = FrameReader.installed_on(self.conn)
+
+
+# What ``uvicorn.run(ws=...)`` is given (an import string: worker processes import it).
+UVICORN_WS = f"{__name__}:WebSocketProtocol"
+
+__all__ = ["LARGE_READ", "UVICORN_WS", "FrameReader", "WebSocketProtocol"]

@@ -1,0 +1,188 @@
+"""The server's WebSocket reader (api/ws/protocol.py) parses exactly as the library's own.
+
+Two sans-I/O server protocols, one with the library's reader and one with a
+``FrameReader``, are fed the same masked client frames (binary, text,
+fragmented, pings, a close, payloads on both sides of ``LARGE_READ``) cut into
+the same arbitrary pieces; after every piece both have the same events, the
+same bytes to send back, the same parser error and the same state.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from websockets.frames import Close, Frame, Opcode
+from websockets.protocol import State
+from websockets.server import ServerProtocol
+from websockets.streams import StreamReader
+
+from featurestream.api.ws.protocol import LARGE_READ, UVICORN_WS, FrameReader, WebSocketProtocol
+
+SIZES = [0, 1, 125, 126, 65_535, LARGE_READ - 1, LARGE_READ, LARGE_READ + 1, 200_003]
+
+
+def _frame(kind: str, size: int, seed: int) -> list[Frame]:
+    """One message as the frames a client sends (two for a fragmented one)."""
+    payload = os.urandom(size) if kind != "text" else b"t" * size
+    if kind == "binary":
+        return [Frame(Opcode.BINARY, payload)]
+    if kind == "text":
+        return [Frame(Opcode.TEXT, payload)]
+    if kind == "ping":
+        return [Frame(Opcode.PING, payload[:125])]
+    if kind == "close":
+        return [Frame(Opcode.CLOSE, Close(1000, "bye").serialize())]
+    cut = seed % (size + 1)
+    return [
+        Frame(Opcode.BINARY, payload[:cut], fin=False),
+        Frame(Opcode.CONT, payload[cut:]),
+    ]
+
+
+def _wire(messages: list[tuple[str, int, int]]) -> bytes:
+    out = bytearray()
+    for kind, size, seed in messages:
+        for f in _frame(kind, size, seed):
+            out += f.serialize(mask=True, extensions=[])
+    return bytes(out)
+
+
+def _pair(max_size: int | None) -> tuple[ServerProtocol, ServerProtocol]:
+    stock = ServerProtocol(state=State.OPEN, max_size=max_size)
+    ours = ServerProtocol(state=State.OPEN, max_size=max_size)
+    assert FrameReader.installed_on(ours)
+    assert type(stock.reader) is StreamReader and type(ours.reader) is FrameReader
+    return stock, ours
+
+
+def _seen(p: ServerProtocol) -> tuple[Any, ...]:
+    events = [(e.opcode, bytes(e.data), e.fin) for e in p.events_received()]  # type: ignore[union-attr]
+    exc = p.parser_exc
+    return events, b"".join(p.data_to_send()), repr(exc) if exc else None, p.state
+
+
+messages = st.lists(
+    st.tuples(
+        st.sampled_from(["binary", "binary", "text", "fragmented", "ping", "close"]),
+        st.one_of(st.sampled_from(SIZES), st.integers(0, 300_000)),
+        st.integers(0, 2**31),
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@given(
+    messages=messages,
+    cuts=st.lists(st.integers(1, 150_000), min_size=1, max_size=12),
+    max_size=st.sampled_from([None, 150_000]),
+    end=st.sampled_from(["all", "eof", "truncated"]),
+)
+def test_a_frame_reader_parses_exactly_as_the_librarys_reader(
+    messages: list[tuple[str, int, int]], cuts: list[int], max_size: int | None, end: str
+) -> None:
+    data = _wire(messages)
+    if end == "truncated":
+        data = data[: len(data) * 2 // 3]
+    stock, ours = _pair(max_size)
+    at, i = 0, 0
+    while at < len(data):
+        piece = data[at : at + cuts[i % len(cuts)]]
+        at += len(piece)
+        i += 1
+        for p in (stock, ours):
+            if not p.reader.eof:
+                p.receive_data(piece)
+        assert _seen(ours) == _seen(stock)
+    if end != "all":
+        stock.receive_eof()
+        ours.receive_eof()
+        assert _seen(ours) == _seen(stock)
+
+
+def test_a_large_payload_is_joined_from_the_pieces_as_they_came() -> None:
+    """The bytes after the payload in its last piece stay buffered for the next read."""
+    _, ours = _pair(None)
+    payload = os.urandom(3 * LARGE_READ + 5)
+    data = _wire([("binary", 0, 0)])  # an empty frame first: the reader's small path
+    data += Frame(Opcode.BINARY, payload).serialize(mask=True, extensions=[])
+    data += Frame(Opcode.TEXT, b"after").serialize(mask=True, extensions=[])
+    for at in range(0, len(data), 50_000):
+        ours.receive_data(data[at : at + 50_000])
+    events = ours.events_received()
+    assert [bytes(e.data) for e in events] == [b"", payload, b"after"]  # type: ignore[union-attr]
+    assert not ours.reader.buffer
+
+
+def test_the_end_of_the_stream_inside_a_large_payload_fails_the_parser_as_before() -> None:
+    stock, ours = _pair(None)
+    data = Frame(Opcode.BINARY, os.urandom(LARGE_READ * 2)).serialize(mask=True, extensions=[])
+    for p in (stock, ours):
+        p.receive_data(data[:100_000])
+        p.receive_eof()
+    assert isinstance(ours.parser_exc, EOFError)
+    assert _seen(ours) == _seen(stock)
+
+
+def test_it_is_installed_on_the_librarys_reader_only() -> None:
+    fresh = ServerProtocol()  # in the opening handshake, as uvicorn makes it
+    assert FrameReader.installed_on(fresh) and type(fresh.reader) is FrameReader
+    assert not FrameReader.installed_on(fresh)  # already ours
+
+    class Elsewhere:  # a release whose protocol keeps its reader under another name
+        parser = None
+
+    assert not FrameReader.installed_on(Elsewhere())
+
+
+def test_uvicorn_loads_the_servers_protocol_from_its_import_string() -> None:
+    import uvicorn
+
+    from featurestream.api import create_app
+    from featurestream.config import Settings
+
+    config = uvicorn.Config(create_app(Settings(store_url="memory://")), ws=UVICORN_WS)
+    config.load()
+    assert config.ws_protocol_class is WebSocketProtocol
+
+
+@pytest.mark.parametrize("installed_after", ["nothing", "part of the handshake", "part of a frame"])
+def test_a_handshake_and_frames_go_through_the_installed_reader(installed_after: str) -> None:
+    """From a protocol as uvicorn builds it, or one that has already read part of the
+    handshake or of a large frame: the handshake, then every frame, as sent."""
+    p = ServerProtocol()
+    handshake = (
+        b"GET /ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    payloads = [os.urandom(LARGE_READ * 4), b"small", os.urandom(LARGE_READ + 7)]
+    frames = b"".join(Frame(Opcode.BINARY, x).serialize(mask=True, extensions=[]) for x in payloads)
+    if installed_after == "nothing":
+        assert FrameReader.installed_on(p)
+    p.receive_data(handshake[:40])
+    if installed_after == "part of the handshake":
+        assert FrameReader.installed_on(p)
+    p.receive_data(handshake[40:])
+    [request] = p.events_received()
+    p.send_response(p.accept(request))  # type: ignore[arg-type]
+    assert p.state is State.OPEN
+    p.receive_data(frames[:10_000])  # a large payload's read has begun
+    if installed_after == "part of a frame":
+        assert FrameReader.installed_on(p)
+    for at in range(10_000, len(frames), 70_000):
+        p.receive_data(frames[at : at + 70_000])
+    assert [bytes(f.data) for f in p.events_received()] == payloads  # type: ignore[union-attr]
+    assert type(p.reader) is FrameReader
+
+
+@pytest.mark.parametrize("size", [LARGE_READ - 1, LARGE_READ])
+def test_reads_below_the_threshold_take_the_librarys_path(size: int) -> None:
+    reader = FrameReader()
+    reader.feed_data(b"x" * (size - 1))
+    read = reader.read_exact(size)
+    next(read)
+    assert (reader._pieces is None) == (size < LARGE_READ)
