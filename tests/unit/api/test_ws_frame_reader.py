@@ -186,3 +186,54 @@ def test_reads_below_the_threshold_take_the_librarys_path(size: int) -> None:
     read = reader.read_exact(size)
     next(read)
     assert (reader._pieces is None) == (size < LARGE_READ)
+
+
+def test_a_payload_sent_a_few_bytes_at_a_time_costs_about_its_size() -> None:
+    """A client trickling a payload (pieces of 1 to 3 bytes) does not make the reader
+    keep an object per piece: they are gathered into buffers of up to LARGE_READ."""
+    _, ours = _pair(None)
+    payload = os.urandom(4 * LARGE_READ)
+    data = Frame(Opcode.BINARY, payload).serialize(mask=True, extensions=[])
+    at, step = 0, 1
+    reader = ours.reader
+    assert isinstance(reader, FrameReader)
+    most = 0
+    while at < len(data):
+        ours.receive_data(data[at : at + step])
+        at += step
+        step = step % 3 + 1
+        most = max(most, len(reader._pieces or ()))
+    assert most <= 5  # the buffered start, then buffers of LARGE_READ
+    [frame] = ours.events_received()
+    assert bytes(frame.data) == payload  # type: ignore[union-attr]
+
+
+def test_a_protocol_without_the_known_reader_keeps_its_own_and_says_so_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import asyncio
+
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    from featurestream.api import create_app
+    from featurestream.config import Settings
+
+    monkeypatch.setattr(FrameReader, "installed_on", classmethod(lambda cls, p: False))
+    monkeypatch.setattr(WebSocketProtocol, "_said", False)
+    config = uvicorn.Config(create_app(Settings(store_url="memory://")), ws=UVICORN_WS)
+    config.load()
+    loop = asyncio.new_event_loop()
+    try:
+        with caplog.at_level("WARNING", logger="featurestream.api.ws"):
+            made = [
+                WebSocketProtocol(
+                    config=config, server_state=ServerState(), app_state={}, _loop=loop
+                )
+                for _ in range(3)
+            ]
+    finally:
+        loop.close()
+    assert all(type(p.conn.reader) is StreamReader for p in made)
+    said = [r for r in caplog.records if "library's own reader" in r.getMessage()]
+    assert len(said) == 1

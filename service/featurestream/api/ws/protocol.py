@@ -10,7 +10,9 @@ about a quarter of the event loop thread's CPU), time during which a read of
 the selection waits.
 
 :class:`FrameReader` keeps the pieces of a large payload aside as they come and
-joins them once, when the payload is complete: one copy. Everything else
+joins them once, when the payload is complete: one copy (pieces of a few bytes,
+from a client that trickles its payload, are gathered into buffers of its own,
+so that they cost what the library's reader would). Everything else
 (the opening handshake, headers, small frames, the end of the stream, what
 follows a payload in the last piece) goes through the library's own reader
 unchanged. :class:`WebSocketProtocol` is uvicorn's protocol with this reader
@@ -18,21 +20,28 @@ in place of the library's; ``featurestream serve`` runs it.
 
 The parser's reader is not a documented part of the library: where it is not
 the reader this module was written against (another release), the connection
-keeps the library's own reader (``FrameReader.installed_on`` says which, and a
-test fails), and works exactly as before, only slower.
+keeps the library's own reader and works exactly as before, only slower; the
+log says so once, and a test fails.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Generator
 from typing import Any
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.streams import StreamReader
+from websockets.version import version as websockets_version
 
 # Reads of at least this many bytes collect pieces (a payload); shorter ones (headers,
 # small frames) take the library's path, where a copy costs nothing worth saving.
 LARGE_READ = 64 * 1024
+# Pieces shorter than this are gathered into one buffer: a client that sends a payload
+# a few bytes at a time costs the reader about the payload's size, as the library's does.
+SMALL_PIECE = 4096
+
+log = logging.getLogger("featurestream.api.ws")
 
 
 class FrameReader(StreamReader):
@@ -89,18 +98,21 @@ class FrameReader(StreamReader):
             return
         if self.eof:
             raise EOFError("stream ended")
-        # The transport hands over a new bytes object per read; anything else could be
-        # reused by its owner, so it is copied.
-        kept = data if type(data) is bytes else bytes(data)
-        need = self._want - self._have
-        if len(kept) <= need:
-            pieces.append(kept)
-            self._have += len(kept)
-            return
-        view = memoryview(kept)
-        pieces.append(view[:need])
-        self._have = self._want
-        self.buffer += view[need:]
+        view = memoryview(data)
+        part, rest = view[: self._want - self._have], view[self._want - self._have :]
+        if len(part) >= SMALL_PIECE and type(data) is bytes:
+            # The transport hands over a new bytes object per read: kept as it is.
+            pieces.append(part)
+        elif pieces and type(pieces[-1]) is bytearray and len(pieces[-1]) < LARGE_READ:
+            # Small pieces go into buffers of this reader's own, of up to LARGE_READ bytes
+            # (an entry per piece of a few bytes would cost more than the bytes), and so
+            # does what another owner could reuse.
+            pieces[-1] += part
+        else:
+            pieces.append(bytearray(part))
+        self._have += len(part)
+        if rest:
+            self.buffer += rest
 
     def discard(self) -> None:
         self._pieces = None
@@ -126,14 +138,27 @@ class FrameReader(StreamReader):
 
 
 class WebSocketProtocol(WebSocketsSansIOProtocol):
-    """uvicorn's ``websockets-sansio`` protocol, parsing with a :class:`FrameReader`."""
+    """uvicorn's ``websockets-sansio`` protocol, parsing with a :class:`FrameReader`.
+
+    Where the library's parser has no reader this module knows, the connection
+    keeps the library's, and the first such connection says so in the log.
+    """
+
+    _said = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.frame_reader = FrameReader.installed_on(self.conn)
+        if not FrameReader.installed_on(self.conn) and not WebSocketProtocol._said:
+            WebSocketProtocol._said = True
+            log.warning(
+                "WebSocket frames are read with the websockets library's own reader: this "
+                "release of the library (%s) keeps its parser's reader in a way this server "
+                "does not know, so each frame is copied once more on the event loop",
+                websockets_version,
+            )
 
 
 # What ``uvicorn.run(ws=...)`` is given (an import string: worker processes import it).
 UVICORN_WS = f"{__name__}:WebSocketProtocol"
 
-__all__ = ["LARGE_READ", "UVICORN_WS", "FrameReader", "WebSocketProtocol"]
+__all__ = ["LARGE_READ", "SMALL_PIECE", "UVICORN_WS", "FrameReader", "WebSocketProtocol"]
