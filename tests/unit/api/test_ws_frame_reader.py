@@ -237,3 +237,17 @@ def test_a_protocol_without_the_known_reader_keeps_its_own_and_says_so_once(
     assert all(type(p.conn.reader) is StreamReader for p in made)
     said = [r for r in caplog.records if "library's own reader" in r.getMessage()]
     assert len(said) == 1
+
+
+def test_a_reader_of_another_layout_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A release whose reader has __slots__ cannot become a FrameReader: it stays."""
+
+    class Slotted:
+        __slots__ = ("buffer", "eof")
+
+    protocol = ServerProtocol()
+    slotted = Slotted()
+    monkeypatch.setattr("featurestream.api.ws.protocol.StreamReader", Slotted)
+    protocol.reader = slotted  # type: ignore[assignment]
+    assert not FrameReader.installed_on(protocol)
+    assert type(protocol.reader) is Slotted

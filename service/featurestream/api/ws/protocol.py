@@ -4,10 +4,9 @@ uvicorn's ``websockets-sansio`` protocol parses frames with the websockets
 library's sans-I/O parser, which appends every piece the socket gives to one
 growing buffer and then slices each frame's payload out of it: two copies of
 every byte, and more when the growing buffer is moved as it grows. A frame of
-100 instances of 1,000 features is 800 KB, so at 500 frames a second that is
-most of the event loop's time spent in memory copies (measured with ``perf``:
-about a quarter of the event loop thread's CPU), time during which a read of
-the selection waits.
+100 instances of 1,000 features is 800 KB; at 500 frames a second those copies
+took about a quarter of the event loop thread's CPU (measured with ``perf``),
+time during which a read of the selection waits.
 
 :class:`FrameReader` keeps the pieces of a large payload aside as they come and
 joins them once, when the payload is complete: one copy (pieces of a few bytes,
@@ -30,6 +29,7 @@ import logging
 from collections.abc import Generator
 from typing import Any
 
+from uvicorn import __version__ as uvicorn_version
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.streams import StreamReader
 from websockets.version import version as websockets_version
@@ -128,12 +128,16 @@ class FrameReader(StreamReader):
         A read in progress finishes as the library's (a ``FrameReader`` hands
         its data to the library's code while it collects no payload); the
         next ones are this class's. Where the protocol has no reader, or one
-        of another type (another release of the library), it is left as it is.
+        of another type or layout (another release of the library), it is left
+        as it is.
         """
         reader = getattr(protocol, "reader", None)
         if type(reader) is not StreamReader:
             return False
-        reader.__class__ = cls
+        try:
+            reader.__class__ = cls
+        except TypeError:  # a reader with __slots__: another layout than this class's
+            return False
         return True
 
 
@@ -148,13 +152,16 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if not FrameReader.installed_on(self.conn) and not WebSocketProtocol._said:
+        parser = getattr(self, "conn", None)  # uvicorn's name for the sans-I/O protocol
+        if not FrameReader.installed_on(parser) and not WebSocketProtocol._said:
             WebSocketProtocol._said = True
             log.warning(
                 "WebSocket frames are read with the websockets library's own reader: this "
-                "release of the library (%s) keeps its parser's reader in a way this server "
-                "does not know, so each frame is copied once more on the event loop",
+                "release of the library (%s, under uvicorn %s) keeps its parser's reader in a "
+                "way this server does not know, so each frame is copied once more on the "
+                "event loop",
                 websockets_version,
+                uvicorn_version,
             )
 
 
