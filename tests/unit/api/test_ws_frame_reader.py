@@ -134,9 +134,12 @@ def test_it_is_installed_on_the_librarys_reader_only() -> None:
     assert not FrameReader.installed_on(fresh)  # already ours
 
     class Elsewhere:  # a release whose protocol keeps its reader under another name
-        parser = None
+        _reader = StreamReader()
 
-    assert not FrameReader.installed_on(Elsewhere())
+    elsewhere = Elsewhere()
+    assert not FrameReader.installed_on(elsewhere)
+    assert type(elsewhere._reader) is StreamReader
+    assert not FrameReader.installed_on(None)  # a uvicorn without ``conn``
 
 
 def test_uvicorn_loads_the_servers_protocol_from_its_import_string() -> None:
