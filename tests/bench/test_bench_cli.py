@@ -114,6 +114,45 @@ def test_compare_and_judge() -> None:
     assert quick.target is None and quick.met is None
 
 
+@pytest.mark.parametrize(
+    ("dataset", "algorithm", "path", "chunk", "seconds", "rate", "verdict"),
+    [
+        # The user's paths are held to their own bounds ...
+        ("dorothea", "saola", "sdk", 20_000, 0.9, 0.0, ("<= 1 s", True)),
+        ("dorothea", "saola", "sdk", 20_000, 1.1, 0.0, ("<= 1 s", False)),
+        ("thrombin", "saola", "sdk", 20_000, 1.6, 0.0, ("<= 1.5 s", False)),
+        ("news20", "saola", "sdk", 20_000, 11.0, 0.0, ("<= 12 s", True)),
+        ("dorothea", "saola", "json", 20_000, 1.6, 0.0, ("<= 1.5 s", False)),
+        ("stream-d1000", "ofs", "sdk", None, 1.0, 59_000.0, (">= 60000 inst/s", False)),
+        ("stream-d1000", "ofs", "sdk", None, 1.0, 61_000.0, (">= 60000 inst/s", True)),
+        ("stream-d1000", "fsds", "sdk", None, 1.0, 14_000.0, (">= 15000 inst/s", False)),
+        # ... the hand-built path, and JSON in requests of another size, to the service's.
+        ("dorothea", "saola", "raw", 20_000, 1.6, 0.0, ("<= 2 s", True)),
+        ("dorothea", "saola", "json", 5_000, 1.6, 0.0, ("<= 2 s", True)),
+        ("stream-d1000", "ofs", "raw", None, 1.0, 10_000.0, (None, None)),
+    ],
+)
+def test_a_service_run_is_judged_by_the_bound_of_its_path(
+    dataset: str,
+    algorithm: str,
+    path: str,
+    chunk: int | None,
+    seconds: float,
+    rate: float,
+    verdict: tuple[str | None, bool | None],
+) -> None:
+    r = RunResult(
+        dataset, algorithm, "service", "features", 100, 10, 10, 10, seconds, rate, 0, 0.0, {}
+    )
+    r.path = path
+    _judge(r, quick=False, chunk=chunk)
+    assert (r.target, r.met) == verdict
+    # In process the same run is held to the selector's bound only, if it has one.
+    ref = RunResult(**{**r.__dict__, "mode": "in-process", "path": None, "target": None})
+    _judge(ref, quick=False, chunk=chunk)
+    assert ref.target is None
+
+
 @pytest.mark.slow
 def test_single_run_modes_still_print_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--columns", "300", "--rows", "200", "--repeat", "1", "--json"]) == 0
