@@ -321,6 +321,9 @@ def test_each_path_selects_what_the_selector_does_in_process(
         assert r["path"] == path and r["identical"] is True and r["bytes_sent"] > 0
         assert r["items"] == r["planned"]
     assert all(r["path"] is None for r in data["results"] if r["mode"] == "in-process")
+    # FSDS runs with the sketch and singular vectors the page's figures name, on both sides.
+    fsds = [r for r in data["results"] if r["algorithm"] == "fsds"]
+    assert [(r["params"]["sketch_size"], r["params"]["k"]) for r in fsds] == [(20, 10)] * 2
 
 
 @pytest.mark.parametrize(

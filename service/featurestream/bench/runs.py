@@ -59,6 +59,9 @@ DENSE_CHUNK_BYTES = 32 << 20
 # (one computation on a full window of d = 1,000 takes about 20 s on one core).
 NRFS_WINDOW = 1_000
 NRFS_COMPUTATIONS = 4
+# FSDS in the suite: rows of its sketch and singular vectors of its scores.
+FSDS_SKETCH = 20
+FSDS_K = 10
 
 
 @dataclass
@@ -146,6 +149,9 @@ def default_params(algorithm: str, data: FeatureData | InstanceData) -> dict[str
     """Parameters a run uses unless told otherwise (the algorithm's own defaults mostly).
 
     Instance selectors keep twice as many features as there are planted ones.
+    FSDS keeps a sketch of :data:`FSDS_SKETCH` rows and scores on :data:`FSDS_K`
+    singular vectors (its own defaults, ceil(sqrt(d)) rows and 2 vectors, find a
+    fifth as many of the planted features on ``stream-d1000``).
     OFS and FIRES standardise dense instances but not sparse ones (standardising
     densifies a sparse instance). NRFS keeps a window of :data:`NRFS_WINDOW`
     instances and recomputes every ``refresh`` of them, at least a window and
@@ -157,9 +163,11 @@ def default_params(algorithm: str, data: FeatureData | InstanceData) -> dict[str
     {'num_features': 20, 'window': 1000, 'refresh': 5000}
     >>> default_params("fires", make_instances(instance_spec("stream-d100000", quick=True)))
     {'num_features': 20, 'scale': 'none'}
+    >>> default_params("fsds", full_length)
+    {'num_features': 20, 'sketch_size': 20, 'k': 10}
     """
     if algorithm == "fsds":
-        return {"num_features": 2 * len(data.relevant)}
+        return {"num_features": 2 * len(data.relevant), "sketch_size": FSDS_SKETCH, "k": FSDS_K}
     if algorithm in ("ofs", "fires"):
         sparse = isinstance(data, InstanceData) and data.spec.sparse
         return {"num_features": 2 * len(data.relevant), "scale": "none" if sparse else "standard"}
@@ -412,6 +420,8 @@ Runner = Callable[[], RunResult]
 __all__ = [
     "DENSE_CHUNK_BYTES",
     "FRAME_WINDOW",
+    "FSDS_K",
+    "FSDS_SKETCH",
     "GROUP_SIZE",
     "NRFS_COMPUTATIONS",
     "NRFS_WINDOW",
