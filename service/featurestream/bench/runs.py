@@ -151,7 +151,7 @@ def default_params(algorithm: str, data: FeatureData | InstanceData) -> dict[str
     Instance selectors keep twice as many features as there are planted ones.
     FSDS keeps a sketch of :data:`FSDS_SKETCH` rows and scores on :data:`FSDS_K`
     singular vectors (its own defaults, ceil(sqrt(d)) rows and 2 vectors, find a
-    fifth as many of the planted features on ``stream-d1000``).
+    quarter as many of the planted features on ``stream-d1000``).
     OFS and FIRES standardise dense instances but not sparse ones (standardising
     densifies a sparse instance). NRFS keeps a window of :data:`NRFS_WINDOW`
     instances and recomputes every ``refresh`` of them, at least a window and
