@@ -20,7 +20,13 @@ from websockets.protocol import State
 from websockets.server import ServerProtocol
 from websockets.streams import StreamReader
 
-from featurestream.api.ws.protocol import LARGE_READ, UVICORN_WS, FrameReader, WebSocketProtocol
+from featurestream.api.ws.protocol import (
+    CHECKED_MAJORS,
+    LARGE_READ,
+    UVICORN_WS,
+    FrameReader,
+    WebSocketProtocol,
+)
 
 SIZES = [0, 1, 125, 126, 65_535, LARGE_READ - 1, LARGE_READ, LARGE_READ + 1, 200_003]
 
@@ -222,24 +228,55 @@ def test_a_protocol_without_the_known_reader_keeps_its_own_and_says_so_once(
     from featurestream.api import create_app
     from featurestream.config import Settings
 
-    monkeypatch.setattr(FrameReader, "installed_on", classmethod(lambda cls, p: False))
     monkeypatch.setattr(WebSocketProtocol, "_said", False)
     config = uvicorn.Config(create_app(Settings(store_url="memory://")), ws=UVICORN_WS)
     config.load()
     loop = asyncio.new_event_loop()
+
+    def made(count: int) -> list[WebSocketProtocol]:
+        return [
+            WebSocketProtocol(config=config, server_state=ServerState(), app_state={}, _loop=loop)
+            for _ in range(count)
+        ]
+
     try:
         with caplog.at_level("WARNING", logger="featurestream.api.ws"):
-            made = [
-                WebSocketProtocol(
-                    config=config, server_state=ServerState(), app_state={}, _loop=loop
-                )
-                for _ in range(3)
-            ]
+            installed = made(2)
+            # A release of the library this module was not compared with.
+            monkeypatch.setattr("featurestream.api.ws.protocol.websockets_version", "18.0")
+            kept = made(3)
     finally:
         loop.close()
-    assert all(type(p.conn.reader) is StreamReader for p in made)
+    assert all(type(p.conn.reader) is FrameReader for p in installed)
+    assert all(type(p.conn.reader) is StreamReader for p in kept)
     said = [r for r in caplog.records if "library's own reader" in r.getMessage()]
-    assert len(said) == 1
+    assert len(said) == 1 and "18.0" in said[0].getMessage()
+
+
+@pytest.mark.parametrize(
+    ("version", "checked"),
+    [
+        ("13.0", True),
+        ("17.4", True),
+        ("17.5.dev0", True),
+        ("12.1", False),
+        ("18.0", False),
+        ("", False),
+        ("x.1", False),
+    ],
+)
+def test_only_the_releases_compared_with_get_the_reader(version: str, checked: bool) -> None:
+    from featurestream.api.ws.protocol import _checked
+
+    assert _checked(version) is checked
+
+
+def test_the_installed_release_is_one_the_reader_was_compared_with() -> None:
+    """Else the server would quietly run the library's reader: the tests above compare
+    the two readers on this release, so a new one is added to CHECKED_MAJORS after them."""
+    from websockets.version import version
+
+    assert int(version.split(".")[0]) in CHECKED_MAJORS
 
 
 def test_a_reader_of_another_layout_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,10 +17,13 @@ follows a payload in the last piece) goes through the library's own reader
 unchanged. :class:`WebSocketProtocol` is uvicorn's protocol with this reader
 in place of the library's; ``featurestream serve`` runs it.
 
-The parser's reader is not a documented part of the library: where it is not
-the reader this module was written against (another release), the connection
-keeps the library's own reader and works exactly as before, only slower; the
-log says so once, and a test fails.
+The parser's reader is not a documented part of the library. Its
+``read_exact``, ``feed_data``, ``discard``, ``buffer`` and ``eof`` are the same in
+websockets 13 to 17, the releases in :data:`CHECKED_MAJORS`; the tests compare
+the two readers byte for byte on the installed release. Under any other
+release, or where the parser keeps a reader of another type or layout, the
+connection keeps the library's own reader and works exactly as before, only
+slower; the log says so once.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ LARGE_READ = 64 * 1024
 # Pieces shorter than this are gathered into one buffer: a client that sends a payload
 # a few bytes at a time costs the reader about the payload's size, as the library's does.
 SMALL_PIECE = 4096
+# The major releases of websockets whose StreamReader this module was compared with.
+CHECKED_MAJORS = range(13, 18)
 
 log = logging.getLogger("featurestream.api.ws")
 
@@ -128,17 +133,23 @@ class FrameReader(StreamReader):
         A read in progress finishes as the library's (a ``FrameReader`` hands
         its data to the library's code while it collects no payload); the
         next ones are this class's. Where the protocol has no reader, or one
-        of another type or layout (another release of the library), it is left
-        as it is.
+        of another type or layout, or the library is a release outside
+        :data:`CHECKED_MAJORS`, it is left as it is.
         """
         reader = getattr(protocol, "reader", None)
-        if type(reader) is not StreamReader:
+        if type(reader) is not StreamReader or not _checked(websockets_version):
             return False
         try:
             reader.__class__ = cls
         except TypeError:  # a reader with __slots__: another layout than this class's
             return False
         return True
+
+
+def _checked(version: str) -> bool:
+    """Whether a websockets version string is of a release in :data:`CHECKED_MAJORS`."""
+    major = version.split(".", 1)[0]
+    return major.isdigit() and int(major) in CHECKED_MAJORS
 
 
 class WebSocketProtocol(WebSocketsSansIOProtocol):
@@ -157,9 +168,9 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
             WebSocketProtocol._said = True
             log.warning(
                 "WebSocket frames are read with the websockets library's own reader: this "
-                "release of the library (%s, under uvicorn %s) keeps its parser's reader in a "
-                "way this server does not know, so each frame is copied once more on the "
-                "event loop",
+                "release of the library (%s, under uvicorn %s) is not one whose parser's "
+                "reader this server was checked against, so each frame is copied once more "
+                "on the event loop",
                 websockets_version,
                 uvicorn_version,
             )
@@ -168,4 +179,11 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
 # What ``uvicorn.run(ws=...)`` is given (an import string: worker processes import it).
 UVICORN_WS = f"{__name__}:WebSocketProtocol"
 
-__all__ = ["LARGE_READ", "SMALL_PIECE", "UVICORN_WS", "FrameReader", "WebSocketProtocol"]
+__all__ = [
+    "CHECKED_MAJORS",
+    "LARGE_READ",
+    "SMALL_PIECE",
+    "UVICORN_WS",
+    "FrameReader",
+    "WebSocketProtocol",
+]
