@@ -23,6 +23,7 @@ from websockets.streams import StreamReader
 from featurestream.api.ws.protocol import (
     CHECKED_MAJORS,
     LARGE_READ,
+    SMALL_PIECE,
     UVICORN_WS,
     FrameReader,
     WebSocketProtocol,
@@ -277,6 +278,46 @@ def test_the_installed_release_is_one_the_reader_was_compared_with() -> None:
     from websockets.version import version
 
     assert int(version.split(".")[0]) in CHECKED_MAJORS
+
+
+def test_pieces_handed_over_in_a_buffer_the_caller_reuses_are_copied() -> None:
+    """A caller may refill the bytearray it fed: the payload is what was fed at the time."""
+    stock, ours = _pair(None)
+    data = _wire([("binary", 3 * LARGE_READ, 0), ("text", 10, 0), ("binary", LARGE_READ + 9, 0)])
+    buffer = bytearray()
+    for at in range(0, len(data), 20_000):
+        for p in (stock, ours):
+            buffer[:] = data[at : at + 20_000]
+            p.receive_data(buffer)
+            buffer[:] = b"\0" * len(buffer)  # reused by its owner
+        assert _seen(ours) == _seen(stock)
+    for cut in (SMALL_PIECE, SMALL_PIECE - 1):  # pieces the reader keeps, or gathers
+        stock, ours = _pair(None)
+        for at in range(0, len(data), cut):
+            for p in (stock, ours):
+                piece = memoryview(bytearray(data[at : at + cut]))
+                p.receive_data(piece)  # type: ignore[arg-type]
+                piece[:] = b"\0" * len(piece)
+        assert _seen(ours) == _seen(stock)
+
+
+def test_a_connection_failed_inside_a_large_payload_drops_its_pieces() -> None:
+    """uvicorn fails a connection (a keepalive timeout, say) with a payload half read:
+    the pieces go at once, and what comes after is discarded as by the library."""
+    stock, ours = _pair(None)
+    data = Frame(Opcode.BINARY, os.urandom(4 * LARGE_READ)).serialize(mask=True, extensions=[])
+    for p in (stock, ours):
+        p.receive_data(data[:150_000])
+    reader = ours.reader
+    assert isinstance(reader, FrameReader) and reader._pieces
+    for p in (stock, ours):
+        p.fail(1011, "keepalive ping timeout")
+    assert reader._pieces is None
+    assert _seen(ours) == _seen(stock)
+    for p in (stock, ours):
+        p.receive_data(data[150_000:])
+    assert reader._pieces is None and not reader.buffer
+    assert _seen(ours) == _seen(stock)
 
 
 def test_a_reader_of_another_layout_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
