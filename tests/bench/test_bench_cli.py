@@ -125,10 +125,12 @@ def test_compare_and_judge() -> None:
         ("dorothea", "saola", "json", 20_000, 1.6, 0.0, ("<= 1.5 s", False)),
         ("stream-d1000", "ofs", "sdk", None, 1.0, 59_000.0, (">= 60000 inst/s", False)),
         ("stream-d1000", "ofs", "sdk", None, 1.0, 61_000.0, (">= 60000 inst/s", True)),
-        ("stream-d1000", "fsds", "sdk", None, 1.0, 14_000.0, (">= 15000 inst/s", False)),
-        # ... the hand-built path, and JSON in requests of another size, to the service's.
+        ("stream-d1000", "fsds", "sdk", 5_000, 1.0, 14_000.0, (">= 15000 inst/s", False)),
+        # ... the hand-built path, and features in requests of another size, to the service's.
         ("dorothea", "saola", "raw", 20_000, 1.6, 0.0, ("<= 2 s", True)),
         ("dorothea", "saola", "json", 5_000, 1.6, 0.0, ("<= 2 s", True)),
+        ("dorothea", "saola", "sdk", 5_000, 1.6, 0.0, ("<= 2 s", True)),
+        ("dorothea", "fast_osfs", "sdk", 20_000, 21.0, 0.0, ("<= 20 s", False)),
         ("stream-d1000", "ofs", "raw", None, 1.0, 10_000.0, (None, None)),
     ],
 )
@@ -141,16 +143,15 @@ def test_a_service_run_is_judged_by_the_bound_of_its_path(
     rate: float,
     verdict: tuple[str | None, bool | None],
 ) -> None:
-    r = RunResult(
-        dataset, algorithm, "service", "features", 100, 10, 10, 10, seconds, rate, 0, 0.0, {}
-    )
+    kind = "instances" if dataset.startswith("stream-") else "features"
+    r = RunResult(dataset, algorithm, "service", kind, 100, 10, 10, 10, seconds, rate, 0, 0.0, {})
     r.path = path
     _judge(r, quick=False, chunk=chunk)
     assert (r.target, r.met) == verdict
     # In process the same run is held to the selector's bound only, if it has one.
     ref = RunResult(**{**r.__dict__, "mode": "in-process", "path": None, "target": None})
     _judge(ref, quick=False, chunk=chunk)
-    assert ref.target is None
+    assert ref.target == ("<= 20 s" if algorithm == "fast_osfs" else None)
 
 
 @pytest.mark.slow

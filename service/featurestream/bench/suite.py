@@ -68,7 +68,8 @@ TARGETS: dict[tuple[str, str, str], tuple[float, str]] = {
 RSS_TARGET = 2 << 30  # peak server RSS of SAOLA on news20 through the service
 # (dataset, algorithm, path) -> (the bound, its unit): what a full-size service run on
 # the user's own path is held to, in place of the service's bound in TARGETS. The SDK
-# times its encoding; the JSON bound is for requests of JSON_TARGET_CHUNK columns.
+# times its encoding; a feature stream's bounds are for requests of TARGET_CHUNK
+# columns (the SDK's default request).
 PATH_TARGETS: dict[tuple[str, str, str], tuple[float, str]] = {
     ("dorothea", "saola", "sdk"): (1.0, "s"),
     ("thrombin", "saola", "sdk"): (1.5, "s"),
@@ -77,7 +78,7 @@ PATH_TARGETS: dict[tuple[str, str, str], tuple[float, str]] = {
     ("stream-d1000", "ofs", "sdk"): (60_000.0, "inst/s"),
     ("stream-d1000", "fsds", "sdk"): (15_000.0, "inst/s"),
 }
-JSON_TARGET_CHUNK = 20_000
+TARGET_CHUNK = 20_000
 
 
 def _selected(values: list[str] | None, everything: Sequence[str], quick: bool) -> list[str]:
@@ -293,12 +294,12 @@ def _failed(
 def judge(r: RunResult, quick: bool, chunk: int | None = None) -> None:
     """Attach the target of a full-size run (as ``target`` and ``met`` in the JSON).
 
-    A service run on a path of ``PATH_TARGETS`` is held to that path's bound (the
-    JSON path's only when its requests held ``chunk`` = ``JSON_TARGET_CHUNK``
+    A service run on a path of ``PATH_TARGETS`` is held to that path's bound (a
+    feature stream's only when its requests held ``chunk`` = ``TARGET_CHUNK``
     columns); any other run to the service's or the selector's bound in ``TARGETS``.
     """
     bound = None
-    on_path = r.path is not None and (r.path != "json" or chunk == JSON_TARGET_CHUNK)
+    on_path = r.path is not None and (r.kind == "instances" or chunk == TARGET_CHUNK)
     if r.mode == "service" and on_path:
         bound = PATH_TARGETS.get((r.dataset, r.algorithm, str(r.path)))
     if bound is None:
@@ -366,11 +367,11 @@ def render_table(results: Sequence[RunResult]) -> str:
 __all__ = [
     "DATASETS",
     "DEFAULT_REDIS",
-    "JSON_TARGET_CHUNK",
     "ONLY_ON",
     "PATHS",
     "PATH_TARGETS",
     "TARGETS",
+    "TARGET_CHUNK",
     "blas_limit",
     "judge",
     "main_suite",
