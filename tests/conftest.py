@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import HealthCheck, settings
 
+from featurestream import gcpause
 from tests.support import free_port
 
 settings.register_profile(
@@ -154,16 +155,11 @@ def no_collector_pauses() -> Iterator[None]:
     collection stops it (and its event loop) for 0.5 to 1 s: longer than the
     deadlines a timing test holds the code under test to. A test that measures
     such deadlines uses this, so that what it times is the code, not the
-    collector of the test process.
+    collector of the test process (paused as the server pauses it, ``gcpause``).
     """
     gc.collect()
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gcpause.paused():
         yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 @pytest.fixture(scope="session")
