@@ -299,9 +299,9 @@ def judge(r: RunResult, quick: bool, chunk: int | None = None) -> None:
     columns); any other run to the service's or the selector's bound in ``TARGETS``.
     """
     bound = None
-    on_path = r.path is not None and (r.kind == "instances" or chunk == TARGET_CHUNK)
-    if r.mode == "service" and on_path:
-        bound = PATH_TARGETS.get((r.dataset, r.algorithm, str(r.path)))
+    path = r.path if r.kind == "instances" or chunk == TARGET_CHUNK else None
+    if r.mode == "service" and path is not None:
+        bound = PATH_TARGETS.get((r.dataset, r.algorithm, path))
     if bound is None:
         bound = TARGETS.get((r.dataset, r.algorithm, r.mode))
     if quick or bound is None or r.error or not r.complete:
