@@ -38,13 +38,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Any, TypeVar
 
-import redis.asyncio as aioredis
 from redis import exceptions as rex
-from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
+from redis.asyncio.cluster import RedisCluster
 
-from featurestream.config import Settings, parse_cluster_url
+from featurestream.config import Settings
 from featurestream.errors import (
     ConcurrentUpdate,
     DuplicateNames,
@@ -78,19 +75,16 @@ from featurestream.store.names import (
     StreamNames,
     split,
 )
+from featurestream.store.redis.connect import connect
 from featurestream.store.redis.faults import rediscover, store_error
 from featurestream.store.redis.health import not_writable, out_of_memory
 from featurestream.store.redis.hub import PubSubHub
 from featurestream.store.redis.scripts import Scripts
+from featurestream.store.redis.tenants import RESERVATION_GRACE, Reservations
 from featurestream.store.redis.writes import Writes
 
 log = logging.getLogger("featurestream.store")
 T = TypeVar("T")
-
-# A reservation whose stream does not exist is dropped once older than this (seconds),
-# and a process looks for such reservations of one tenant at most this often.
-RESERVATION_GRACE = 60.0
-STALE_CHECK_INTERVAL = 10.0
 
 # Log entries one names_since.lua call returns at most: an entry holds the names of a
 # request (at most max_columns_per_request of them), so a reply holds no more names
@@ -136,10 +130,9 @@ class RedisStore:
         scripts = Scripts(client)
         self._create, self._commit = scripts.create, scripts.commit
         self._names_since = scripts.names_since
-        self._reserve, self._unreserve = scripts.reserve, scripts.unreserve
-        self._drop_stale = scripts.drop_stale
+        self._unreserve = scripts.unreserve
+        self._reservations = Reservations(client, prefix, scripts.reserve, scripts.drop_stale)
         self._migrated = False
-        self._stale_checked: dict[str, float] = {}
         self._names = NamesCache(names_cache)
         self._adding: set[asyncio.Task[None]] = set()  # see commit
         self._hub: PubSubHub | None = None
@@ -149,43 +142,8 @@ class RedisStore:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RedisStore:
-        # Every write is idempotent (create by incarnation, commit by commit id), so a
-        # command re-sent after a dropped connection cannot apply twice.
-        retry = Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=2)
-        common: dict[str, Any] = {
-            # No socket timeout on the commands' connections: every store call is
-            # bounded as a whole by store_timeout (``_guard``; a call cut short closes
-            # its connection). With one, redis-py sends each command through
-            # asyncio.wait_for, which on Python 3.11 runs it as a task of its own: one
-            # more pass of the event loop for every command, a read's among them.
-            # The notifications' connections keep it (``PubSubHub``).
-            "socket_timeout": None,
-            "socket_connect_timeout": settings.redis_connect_timeout,
-            "max_connections": settings.redis_max_connections,
-            "health_check_interval": 30,
-            "retry": retry,
-            "decode_responses": False,
-        }
-        client: Any
-        if settings.store_cluster:
-            target = parse_cluster_url(settings.store_url)
-            client = RedisCluster(
-                startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
-                username=target.username,
-                password=target.password,
-                ssl=target.ssl,
-                # A failover or a slot moving is retried by the client once the
-                # topology is read again; what is left over is a 503 (store_timeout).
-                **common,
-            )
-        else:
-            client = aioredis.Redis.from_url(
-                settings.store_url,
-                retry_on_error=[rex.ConnectionError, rex.TimeoutError],
-                **common,
-            )
         return cls(
-            client,
+            connect(settings),
             prefix=settings.key_prefix,
             replay_window=settings.replay_window,
             replay_bytes=settings.replay_bytes,
@@ -420,7 +378,7 @@ class RedisStore:
             # reverse; an interrupted create leaves a reservation that a retry completes
             # or that is dropped once old (see _drop_stale_reservations).
             reserved_at = time.time()
-            if not await self._reserve_id(owned, stream_id, quota, reserved_at):
+            if not await self._reservations.reserve(owned, stream_id, quota, reserved_at):
                 raise QuotaReached(tenant, quota or 0)
             try:
                 created = await self._script(
@@ -450,40 +408,6 @@ class RedisStore:
         self._full_at = None
         if not created:
             raise StreamExists(stream_id)
-
-    async def _reserve_id(self, owned: str, stream_id: str, quota: int | None, now: float) -> bool:
-        """Reserve ``stream_id`` in the tenant's index unless it is full (see reserve.lua)."""
-        limit = quota if quota is not None else 2**53
-        for attempt in range(2):
-            if await self._reserve(keys=[owned], args=[stream_id, limit, now]):
-                return True
-            # Full: reservations left by creates that never happened may hold slots.
-            if attempt or not await self._drop_stale_reservations(owned):
-                return False
-        return False
-
-    async def _drop_stale_reservations(self, owned: str) -> int:
-        """Drop the tenant's index entries whose stream does not exist (old enough)."""
-        now = time.monotonic()
-        if now - self._stale_checked.get(owned, -STALE_CHECK_INTERVAL) < STALE_CHECK_INTERVAL:
-            return 0
-        self._stale_checked[owned] = now
-        cutoff = time.time() - RESERVATION_GRACE
-        old: Any = await self._redis.zrangebyscore(owned, "-inf", cutoff)
-        ids = [m.decode() for m in old]
-        gone: list[str] = []
-        for start in range(0, len(ids), 500):
-            batch = ids[start : start + 500]
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for sid in batch:
-                    pipe.exists(stream_keys(self._prefix, sid).meta)
-                exists = await pipe.execute()
-            gone += [sid for sid, e in zip(batch, exists, strict=True) if not e]
-        if not gone:
-            return 0
-        dropped = int(await self._drop_stale(keys=[owned], args=[cutoff, *gone]))
-        log.info("dropped %d stale entr(ies) of %s", dropped, owned)
-        return dropped
 
     async def load(self, stream_id: str) -> StreamRecord:
         k = stream_keys(self._prefix, stream_id)
