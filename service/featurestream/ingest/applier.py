@@ -10,10 +10,11 @@ producer and the message's position as its seq, with the sequence rule of a
 log (``engine/sequencing.py``): a message delivered again is a replay,
 never a second application.
 
-Each message ends :class:`Applied` or :class:`Dead` (refused, with the
-problem an HTTP write would get); a store that does not answer raises
-``StoreUnavailable`` out of :meth:`Applier.apply` with nothing acknowledged,
-so the source pauses and delivers the same messages again.
+Each message ends :class:`Applied` or :class:`Dead` (refused with a 4xx
+problem, the one an HTTP write would get); a store that does not answer
+raises ``StoreUnavailable`` out of :meth:`Applier.apply`, and any other
+refusal that is not the message's fault :class:`Retry`, with nothing
+acknowledged: the source pauses and delivers the same messages again.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from featurestream.api.tenancy import scoped_id
 from featurestream.api.ws.messages import FrameDecoder, not_instances
 from featurestream.engine import Frame, Problem, StreamEngine
 from featurestream.errors import (
+    ConcurrentUpdate,
     FeatureStreamError,
     SequenceConflict,
     StoreUnavailable,
@@ -39,6 +41,24 @@ from featurestream.ingest.messages import Message, checked, columns, creation, f
 
 # Streams whose kind this process knows, at most (the oldest is forgotten first).
 KNOWN_STREAMS = 4096
+
+
+class Retry(Exception):
+    """Not the message's fault (a 5xx problem, a commit that kept losing races): the
+    messages are settled by none, to be applied again."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem.detail)
+        self.problem = problem
+
+
+def refused(exc: FeatureStreamError) -> Dead:
+    """The dead letter of a message the engine refused with ``exc``; Retry when the
+    refusal is not the message's (a 5xx problem, ``ConcurrentUpdate``)."""
+    problem = problem_of(exc)
+    if problem.status >= 500 or isinstance(exc, ConcurrentUpdate):
+        raise Retry(problem) from exc
+    return Dead(problem)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +106,7 @@ class Applier:
             except StoreUnavailable:
                 raise
             except FeatureStreamError as exc:
-                outcomes.append(Dead(problem_of(exc)))
+                outcomes.append(refused(exc))
                 i += 1
                 continue
             if kind == "instances" and stream.kind == "instances":
@@ -163,7 +183,7 @@ class Applier:
                 raise
             except FeatureStreamError as exc:
                 self._forget(sid, exc)
-                dead = Dead(problem_of(exc))
+                dead = refused(exc)
                 settled.update((f.seq, dead) for f in frames)
                 break
             for r in out.results:
@@ -200,7 +220,7 @@ class Applier:
             return Applied(replayed=True)  # at or below the last position: applied long ago
         except FeatureStreamError as exc:
             self._forget(sid, exc)
-            return Dead(problem_of(exc))
+            return refused(exc)
         if result.problem is not None:
             return Dead(result.problem)
         return Applied(replayed=result.replayed)
@@ -211,4 +231,4 @@ def _joins(m: Message, first: Message) -> bool:
     return m.stream == first.stream and m.kind == "instances" and m.partition == first.partition
 
 
-__all__ = ["KNOWN_STREAMS", "Applied", "Applier", "Dead", "Outcome"]
+__all__ = ["KNOWN_STREAMS", "Applied", "Applier", "Dead", "Outcome", "Retry", "refused"]

@@ -46,7 +46,7 @@ from redis.exceptions import RedisError, ResponseError
 from featurestream.api.problems import problem_of
 from featurestream.engine import wire
 from featurestream.errors import InvalidInput, StoreUnavailable
-from featurestream.ingest.applier import Applier, Dead
+from featurestream.ingest.applier import Applier, Dead, Retry
 from featurestream.ingest.messages import Message
 from featurestream.ingest.stats import ConsumerStats
 
@@ -205,13 +205,14 @@ class RedisConsumer:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop`` is set; then give the leases back."""
+        renewing = asyncio.get_running_loop().create_task(self._renew(stop))
         pause = 0.05
         try:
             while not stop.is_set():
                 try:
                     await self.round()
                     pause = 0.05
-                except (StoreUnavailable, RedisError, OSError) as exc:
+                except (StoreUnavailable, Retry, RedisError, OSError) as exc:
                     # Nothing acknowledged: the same entries come again once it answers.
                     self.stats.pauses += 1
                     log.warning("consumer %s paused: %s", self.name, exc)
@@ -219,7 +220,18 @@ class RedisConsumer:
                         await asyncio.wait_for(stop.wait(), pause)
                     pause = min(pause * 2, 2.0)
         finally:
+            renewing.cancel()
+            with suppress(asyncio.CancelledError):
+                await renewing
             await self.close()
+
+    async def _renew(self, stop: asyncio.Event) -> None:
+        """Keep the leases held while a batch is applied (a third of their time apart)."""
+        while not stop.is_set():
+            await asyncio.sleep(self.source.claim_after / 3)
+            with suppress(RedisError, OSError):
+                for key in list(self.owned):
+                    await self._acquire(keys=[self._lease(key)], args=[self.name, self._ttl_ms])
 
     async def close(self) -> None:
         try:
