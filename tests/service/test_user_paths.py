@@ -266,9 +266,9 @@ def _ofs_streams(server: Server, ids: tuple[str, ...], names: list[str]) -> None
 def test_large_json_instance_bodies_and_frames_apply_as_npy_ones(
     servers: list[Server], redis_url: str, key_prefix: str
 ) -> None:
-    """Bodies and WebSocket frames of 100 instances of 1,000 features (2 MB of JSON) are
-    parsed a piece of rows at a time: a real server applies them exactly as the same
-    instances sent as .npy, and refuses a short row deep in one as before."""
+    """Bodies and WebSocket frames of 100 instances of 1,000 features (2 MB of JSON): a
+    real server applies them exactly as the same instances sent as .npy, and refuses a
+    short row deep in one as before."""
     import io
 
     server = Server(redis_url, key_prefix).start()
