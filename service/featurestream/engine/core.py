@@ -34,7 +34,7 @@ import anyio
 import numpy as np
 import numpy.typing as npt
 
-from featurestream import codec, gcpause
+from featurestream import codec
 from featurestream.config import Settings
 from featurestream.engine import catalogue, wire
 from featurestream.engine import evaluation as judged
@@ -374,17 +374,9 @@ class StreamEngine:
             raised = [w for w in sel.warnings() if w["code"] not in warned]
             written = FeaturesWritten(version, seq, producer, decisions, selected, raised)
             outcome = self._outcome(live, version, events, chosen, before, seq, producer)
-            body = wire.features_written(written, docs)
-            # Everything per column is rendered: free it a piece at a time (gcpause).
-            gcpause.release(events, decided, docs, decisions)
-            return body, outcome
+            return wire.features_written(written, docs), outcome
 
-        # Thousands of columns make as many decisions and documents, all freed once the
-        # write is applied: collecting meanwhile would only stall the event loop.
-        many = X.shape[0] > _INLINE_EVENTS
-        return await self._write(
-            stream_id, "features", producer, seq, digest, prepare, apply, pause_gc=many
-        )
+        return await self._write(stream_id, "features", producer, seq, digest, prepare, apply)
 
     async def add_instances(
         self,
@@ -530,13 +522,10 @@ class StreamEngine:
         digest: bytes,
         prepare: Callable[[Live], Awaitable[Any]],
         apply: Apply,
-        *,
-        pause_gc: bool = False,
     ) -> WriteResult:
         """One HTTP request: replayed when its (producer, seq) was applied, else applied.
 
         A seq applied with other content (another ``digest``) is refused: SeqReused.
-        ``pause_gc``: apply it with cyclic garbage collection paused (``gcpause``).
         """
 
         async def attempt(live: Live) -> Attempt[WriteResult]:
@@ -562,10 +551,7 @@ class StreamEngine:
             def applied(
                 live: Live, ready: Any, version: int
             ) -> tuple[bytes, Outcome | None, bytes]:
-                # What the apply makes per column is freed when it returns: only bytes
-                # and the selector's state outlive it.
-                with gcpause.paused(pause_gc):
-                    body, outcome = apply(live, ready, version)
+                body, outcome = apply(live, ready, version)
                 # Sealed here, beside the event loop: a large response is compressed.
                 return body, outcome, seal(digest, body) if seq is not None else b""
 
