@@ -34,7 +34,7 @@ import anyio
 import numpy as np
 import numpy.typing as npt
 
-from featurestream import codec
+from featurestream import codec, offload
 from featurestream.config import Settings
 from featurestream.engine import catalogue, wire
 from featurestream.engine import evaluation as judged
@@ -44,13 +44,7 @@ from featurestream.engine.cache import Live, StreamCache, footprint
 from featurestream.engine.catalogue import check_names
 from featurestream.engine.events import read_events
 from featurestream.engine.frames import Frame, Reply, apply_frames, attempt_frames, prepared
-from featurestream.engine.idempotency import (
-    INLINE_BYTES,
-    content_bytes,
-    content_digest,
-    replayed,
-    seal,
-)
+from featurestream.engine.idempotency import content_bytes, content_digest, replayed, seal
 from featurestream.engine.outcome import (
     Attempt,
     Outcome,
@@ -91,9 +85,6 @@ from featurestream.selectors import (
     Selector,
 )
 from featurestream.store.base import QuotaReached, StateStore, Subscription
-
-# Above this many events (or names), a request's bookkeeping runs in a worker thread.
-_INLINE_EVENTS = 1000
 
 Clock = Callable[[], datetime]
 T = TypeVar("T")
@@ -334,14 +325,10 @@ class StreamEngine:
                 maximum=limit,
             )
         if names is not None:
-            # Thousands of names take milliseconds: check them beside the event loop.
             check = partial(
                 check_names, names, field="features", max_length=self.settings.max_name_length
             )
-            if len(names) > _INLINE_EVENTS:
-                await anyio.to_thread.run_sync(check)
-            else:
-                check()
+            await offload.run(sum(map(len, names)), check)
         digest = await self._digest(seq, "features", names, X, groups)
         budget = Budget(self.settings.request_time_budget, "columns", X.shape[0])
 
@@ -438,14 +425,12 @@ class StreamEngine:
                 checked.append(Frame(f.seq, error=exc))
 
         async def digests_of(sent_again: Sequence[Frame]) -> list[bytes]:
-            # Frames sent again: their digests decide which are retries. All of them
-            # in one worker thread when large (a resumed connection resends many).
+            # Frames sent again: their digests decide which are retries (all of them
+            # at once: a resumed connection resends many).
             def digests() -> list[bytes]:
                 return [prepared(f)[1] for f in sent_again]
 
-            if sum(content_bytes(f.X, f.y) for f in sent_again) > INLINE_BYTES:
-                return await anyio.to_thread.run_sync(digests)
-            return digests()
+            return await offload.run(sum(content_bytes(f.X, f.y) for f in sent_again), digests)
 
         async def stored(seq: int) -> bytes | None:
             return await self.store.stored_response(stream_id, producer, seq)
@@ -485,9 +470,7 @@ class StreamEngine:
         """The digest stored with a write's seq (see ``idempotency.py``); none without a seq."""
         if seq is None:
             return b""
-        if content_bytes(*parts) > INLINE_BYTES:
-            return await anyio.to_thread.run_sync(partial(content_digest, kind, *parts))
-        return content_digest(kind, *parts)
+        return await offload.run(content_bytes(*parts), partial(content_digest, kind, *parts))
 
     def _check_instances(self, m: int) -> None:
         limit = self.settings.max_instances_per_request

@@ -37,8 +37,6 @@ from featurestream.errors import SeqReused
 MAGIC = b"\x00fsd1"
 DIGEST_SIZE = 16
 PREFIX_SIZE = len(MAGIC) + DIGEST_SIZE
-# Contents larger than this are hashed beside the event loop.
-INLINE_BYTES = 1 << 20
 
 
 def content_digest(kind: str, *parts: Any) -> bytes:
@@ -131,7 +129,6 @@ def replayed(stored: bytes, digest: bytes, producer: str, seq: int, expected: in
 
 __all__ = [
     "DIGEST_SIZE",
-    "INLINE_BYTES",
     "content_bytes",
     "content_digest",
     "replayed",
