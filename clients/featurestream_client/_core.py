@@ -616,7 +616,7 @@ _BACKGROUND_BYTES = 1 << 18
 class _Answers(_Aside, Generic[R]):
     """The answers of one call's requests, parsed in order, the large ones in a thread.
 
-    Parsing a 2 MB answer (20,000 decisions) takes 10 to 20 ms, during which
+    Parsing a large answer (20,000 decisions are 2 MB) takes a while, during which
     the next request would wait and the server sit idle: with ``background``,
     an answer of ``_BACKGROUND_BYTES`` or more is parsed in a thread of its own
     while the next request is encoded and sent. ``results`` waits for them all
