@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 
-from featurestream.api import arrays, offload
+from featurestream import offload
+from featurestream.api import arrays
 from featurestream.api.problems import problem_of
 from featurestream.api.tenancy import scoped_id
 from featurestream.api.ws.messages import FrameDecoder, not_instances
