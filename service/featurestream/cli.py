@@ -26,7 +26,6 @@ _log = logging.getLogger("featurestream.cli")
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from featurestream.api.ws.protocol import UVICORN_WS
     from featurestream.config import Settings
     from featurestream.logs import configure_logging, logging_config
 
@@ -69,8 +68,8 @@ def _serve(args: argparse.Namespace) -> int:
         ws_ping_timeout=settings.ws_ping_timeout,
         # Off: clients that offer permessage-deflate (most do by default) get plain frames.
         ws_per_message_deflate=settings.ws_compression,
-        # uvicorn's sans-I/O WebSocket protocol, reading large frames in one copy.
-        ws=UVICORN_WS,
+        # uvicorn's own sans-I/O WebSocket protocol (over the websockets library).
+        ws="websockets-sansio",
     )
     return 0
 
