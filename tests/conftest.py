@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import shutil
 import signal
@@ -17,7 +16,6 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import HealthCheck, settings
 
-from featurestream import gcpause
 from tests.support import free_port
 
 settings.register_profile(
@@ -145,21 +143,6 @@ def redis_server_factory() -> Iterator[Callable[..., RedisServer]]:
         s.kill()
     for d in dirs:
         shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
-def no_collector_pauses() -> Iterator[None]:
-    """Collect garbage now, and none automatically until the test ends.
-
-    Late in a session this process holds over a million objects, and a full
-    collection stops it (and its event loop) for 0.5 to 1 s: longer than the
-    deadlines a timing test holds the code under test to. A test that measures
-    such deadlines uses this, so that what it times is the code, not the
-    collector of the test process (paused as the server pauses it, ``gcpause``).
-    """
-    gc.collect()
-    with gcpause.paused():
-        yield
 
 
 @pytest.fixture(scope="session")

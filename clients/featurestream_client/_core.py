@@ -14,14 +14,11 @@ with the next one. Nothing is applied twice and nothing is skipped.
 
 from __future__ import annotations
 
-import gc
 import json
-import threading
 import uuid
 from collections import deque
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Generic, Self, TypeVar
@@ -98,49 +95,9 @@ except ImportError:  # pragma: no cover - exercised where orjson is absent
     _loads = json.loads
 
 
-# Answers at least this large are parsed with the cyclic garbage collector paused.
-_GC_PAUSE_BYTES = 1 << 16
-
-
 def parse_json(content: bytes) -> Any:
-    """JSON of an answer, parsed with the cyclic garbage collector paused when it is large.
-
-    Parsing allocates an object per value (an upload of 20,000 columns brings
-    100,000 of them). None of them can be part of a reference cycle, yet the
-    allocations trigger collector passes that walk every container the program
-    holds: a client that keeps the decisions of earlier uploads paid more for
-    each new one (up to 60 ms for a 2 MB answer, against 6 ms paused). The
-    collector is switched back on at once, and left alone if it was off.
-    """
-    if len(content) < _GC_PAUSE_BYTES:
-        return _loads(content)
-    with _gc_paused():
-        return _loads(content)
-
-
-_gc_lock = threading.Lock()
-_gc_pausers = 0
-_gc_was_enabled = False
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Automatic collection off inside, in any number of threads at once (answers are
-    parsed beside the caller's thread): back on when the last one leaves, and only if
-    it was on when the first came in."""
-    global _gc_pausers, _gc_was_enabled
-    with _gc_lock:
-        if _gc_pausers == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pausers += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pausers -= 1
-            if _gc_pausers == 0 and _gc_was_enabled:
-                gc.enable()
+    """JSON of an answer."""
+    return _loads(content)
 
 
 @dataclass
@@ -659,7 +616,7 @@ _BACKGROUND_BYTES = 1 << 18
 class _Answers(_Aside, Generic[R]):
     """The answers of one call's requests, parsed in order, the large ones in a thread.
 
-    Parsing a 2 MB answer (20,000 decisions) takes 10 to 20 ms, during which
+    Parsing a large answer (20,000 decisions are 2 MB) takes a while, during which
     the next request would wait and the server sit idle: with ``background``,
     an answer of ``_BACKGROUND_BYTES`` or more is parsed in a thread of its own
     while the next request is encoded and sent. ``results`` waits for them all

@@ -376,48 +376,6 @@ def _npy_header(m: int, cols: int) -> bytes:
     return buf.getvalue()
 
 
-# glibc serves blocks up to its mmap threshold from its heap, and hands the free
-# memory at the top of a heap back to the system once it passes the trim
-# threshold. Both start at 128 KiB; freeing an mmap'ed block raises them to its
-# size and twice that (mallopt(3), "dynamic mmap threshold"), for blocks of up
-# to 32 MiB on 64-bit systems (512 KiB on 32-bit ones, where the step below
-# changes nothing). Setting either threshold (MALLOC_MMAP_THRESHOLD_,
-# MALLOC_TRIM_THRESHOLD_ or their GLIBC_TUNABLES) turns the adjustment off.
-_KEPT_MAX = 31 * 1024 * 1024
-_kept = 0
-
-
-def keep_frame_memory(frame_bytes: int) -> None:
-    """Let the C allocator keep the memory of sent frames for the next ones.
-
-    A frame of instances and the copies the WebSocket library makes of it
-    (masked, then framed: about four blocks of the frame's size) are freed
-    once sent. Left to itself, glibc sets its thresholds by the first frame
-    freed: the blocks come from the heap, but four freed blocks pass a trim
-    threshold of two, so the top of the heap goes back to the system after
-    nearly every frame and comes back as page faults (0.8 s of system time
-    per 100,000 instances of 1,000 features, most of the sender's CPU). One
-    block of four frames' size, allocated and freed here, raises the
-    thresholds past it, for the whole process, the first time frames of that
-    size are sent (and again only for larger ones): the blocks of the
-    following frames then reuse the heap, and up to eight frames' size of
-    free memory (62 MiB at most) stays at the top of each heap the sending
-    threads use. Allocators that do not adjust their thresholds only see one
-    untouched block allocated and freed. Where the block cannot be had (a
-    limit on the process's address space), frames go out as before.
-    """
-    global _kept
-    size = min(4 * frame_bytes, _KEPT_MAX)
-    if frame_bytes < 64 * 1024 or size <= _kept:
-        return
-    _kept = size
-    try:
-        block = np.empty(size, dtype=np.uint8)  # not touched: mmap'ed, then unmapped
-    except MemoryError:
-        return  # only a saving: never a reason to fail the frames
-    del block
-
-
 def npy_bytes(arr: npt.NDArray[Any]) -> bytes:
     """The ``.npy`` of a 2-D array as float64, for a request body (httpx wants bytes)."""
     return bytes(npy_frame(arr))
@@ -673,7 +631,6 @@ __all__ = [
     "instances_body",
     "instances_bytes",
     "iter_frames",
-    "keep_frame_memory",
     "npz_bytes",
     "plan_chunks",
     "plan_rows",

@@ -20,7 +20,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import numpy as np
 import numpy.typing as npt
 
-from featurestream_client._data import instances_bytes, keep_frame_memory, npy_frame
+from featurestream_client._data import instances_bytes, npy_frame
 from featurestream_client.errors import (
     FeatureStreamError,
     NotFound,
@@ -173,7 +173,6 @@ class InstanceFeed:
                     self.exhausted = True
                     break
             payload = self._encode(X, labels)
-            keep_frame_memory(len(payload))
             frame = Frame(self.next_seq, payload, (X, labels))
             self.pending[frame.seq] = frame
             self.next_seq += 1

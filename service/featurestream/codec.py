@@ -102,8 +102,7 @@ def nonfinite(state: Any) -> str | None:
     """The first field of a State that holds a NaN or an infinity; None when all are finite.
 
     Looks at what :func:`encode` stores: float arrays and floats, inside tuples
-    and mappings too. One ``np.isfinite`` pass per array (about 0.1 ms per
-    million values).
+    and mappings too. One ``np.isfinite`` pass per array.
 
     >>> from featurestream.selectors import FSDS, FSDSParams
     >>> sel = FSDS.start(FSDSParams(num_features=1), ["a", "b"])

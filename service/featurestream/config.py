@@ -184,33 +184,6 @@ class Settings(BaseSettings):
         "so that the first batches of instance streams do not wait for them (a second or "
         "more; longer where numba's on-disk cache is not writable).",
     )
-    gc_threshold: int = Field(
-        100_000,
-        ge=0,
-        description="Allocations between two collections of Python's youngest garbage "
-        "generation (0 keeps Python's default of 700). A write of 100,000 columns makes "
-        "hundreds of thousands of short-lived objects, and at the default each of the "
-        "frequent collections also walks the older generations: most of the write's time.",
-    )
-    malloc_keep_mb: int = Field(
-        256,
-        ge=0,
-        description="MiB of freed memory the C allocator (glibc) keeps for reuse instead of "
-        "handing it back to the system, and the size up to which large buffers come from "
-        "that memory (32 MiB at most). A frame or a body of megabytes is allocated and "
-        "freed several times over while it is read: handed back each time, it costs "
-        "hundreds of page faults to take again. 0 keeps the allocator's defaults; no "
-        "effect on other C libraries.",
-    )
-    switch_interval: float = Field(
-        0.0002,
-        gt=0,
-        le=0.1,
-        description="Seconds a thread may hold Python's interpreter lock while another "
-        "waits for it (sys.setswitchinterval; Python's default is 0.005). Selectors run "
-        "in worker threads; the event loop, woken for a read, waits up to this long for "
-        "the lock each time, several times per read.",
-    )
     store_timeout: float = Field(
         2.0,
         gt=0,

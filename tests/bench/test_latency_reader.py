@@ -18,14 +18,18 @@ async def scripted(responses: list[bytes]) -> tuple[asyncio.Server, int, list[by
     queue = list(responses)
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while queue:
-            try:
-                seen.append(await reader.readuntil(b"\r\n\r\n"))
-            except asyncio.IncompleteReadError:
-                break
-            writer.write(queue.pop(0))
-            await writer.drain()
-        writer.close()
+        # A handler still waiting when the test's loop ends is cancelled: it closes
+        # its writer then too, so no writer outlives the loop unclosed.
+        try:
+            while queue:
+                try:
+                    seen.append(await reader.readuntil(b"\r\n\r\n"))
+                except asyncio.IncompleteReadError:
+                    break
+                writer.write(queue.pop(0))
+                await writer.drain()
+        finally:
+            writer.close()
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]

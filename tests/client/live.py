@@ -18,7 +18,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect
 
 from featurestream.api import create_app
-from featurestream.api.ws.protocol import UVICORN_WS
 from featurestream.config import Settings
 from tests.support import free_port
 
@@ -36,8 +35,8 @@ class LiveServer:
             host="127.0.0.1",
             port=self.port,
             log_level="warning",
-            # The server's own WebSocket protocol, as `featurestream serve` runs it.
-            ws=UVICORN_WS,
+            # The WebSocket protocol `featurestream serve` runs.
+            ws="websockets-sansio",
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)

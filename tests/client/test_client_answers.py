@@ -5,7 +5,6 @@ the chunks before it did."""
 
 from __future__ import annotations
 
-import gc
 import threading
 
 import httpx
@@ -128,20 +127,6 @@ def test_an_answer_that_does_not_parse_stops_the_requests_after_it(live: LiveSer
         # Parsed beside the second request: the third is not sent.
         assert transport.features_posts == 2
         assert s.refresh().version == 2
-
-
-def test_answers_parsed_aside_leave_the_collector_as_they_found_it(client: Client) -> None:
-    X, y, names = _dataset()
-    s = client.create_stream("saola", target=y)
-    assert gc.isenabled()
-    s.add_features(X[:, : B // 2], names[: B // 2], chunk_columns=CHUNK)
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        s.add_features(X[:, B // 2 :], names[B // 2 :], chunk_columns=CHUNK)
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
 
 
 def test_each_answer_is_waited_for_once_however_many_requests(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import pickle
 from typing import Any
@@ -98,30 +97,6 @@ def test_a_million_columns_are_planned_quickly() -> None:
     chunks = _data.plan_chunks(cols, 20_000, 50 << 20, 1 << 20)
     assert time.process_time() - t < 1.0  # column by column it took seconds
     assert len(chunks) == 50 and chunks[-1].stop == 1_000_000
-
-
-@pytest.mark.parametrize("size", [10, 200_000])
-@pytest.mark.parametrize("enabled", [True, False])
-def test_large_answers_parse_with_the_collector_paused_and_left_as_it_was(
-    size: int, enabled: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    doc = {"decisions": [{"name": f"f{i}", "accepted": i % 3 == 0} for i in range(size // 40)]}
-    content = json.dumps(doc).encode()
-    seen: list[bool] = []
-
-    def loads(raw: bytes) -> Any:
-        seen.append(gc.isenabled())
-        return json.loads(raw)
-
-    monkeypatch.setattr(_core, "_loads", loads)
-    (gc.enable if enabled else gc.disable)()
-    try:
-        assert _core.parse_json(content) == doc
-        assert gc.isenabled() is enabled
-    finally:
-        gc.enable()
-    large = len(content) >= _core._GC_PAUSE_BYTES
-    assert seen == [enabled and not large]
 
 
 def test_decisions_build_on_reading_and_keep_what_was_built() -> None:

@@ -119,8 +119,8 @@ def test_serve_hands_the_compression_setting_to_uvicorn(
     monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: seen.update(kw))
     assert cli.main(["serve", "--store", "memory://", *argv]) == 0
     assert seen["ws_per_message_deflate"] is expected
-    # The server's own WebSocket protocol (api/ws/protocol.py), by its import string.
-    assert seen["ws"] == "featurestream.api.ws.protocol:WebSocketProtocol"
+    # uvicorn's stock sans-I/O WebSocket protocol.
+    assert seen["ws"] == "websockets-sansio"
 
 
 def _sparse_columns_body(b: int, n: int, seed: int) -> bytes:
@@ -266,9 +266,9 @@ def _ofs_streams(server: Server, ids: tuple[str, ...], names: list[str]) -> None
 def test_large_json_instance_bodies_and_frames_apply_as_npy_ones(
     servers: list[Server], redis_url: str, key_prefix: str
 ) -> None:
-    """Bodies and WebSocket frames of 100 instances of 1,000 features (2 MB of JSON) are
-    parsed a piece of rows at a time: a real server applies them exactly as the same
-    instances sent as .npy, and refuses a short row deep in one as before."""
+    """Bodies and WebSocket frames of 100 instances of 1,000 features (2 MB of JSON): a
+    real server applies them exactly as the same instances sent as .npy, and refuses a
+    short row deep in one as before."""
     import io
 
     server = Server(redis_url, key_prefix).start()
@@ -326,12 +326,12 @@ def test_large_json_instance_bodies_and_frames_apply_as_npy_ones(
 
 
 @pytest.mark.parametrize("compression", [False, True])
-def test_large_binary_frames_read_in_one_copy_apply_as_sent(
+def test_large_binary_frames_apply_as_sent(
     servers: list[Server], redis_url: str, key_prefix: str, compression: bool
 ) -> None:
-    """The server's frame reader (api/ws/protocol.py) on a real server: .npy frames of
-    1.6 MB, one of them sent in fragments of 300 KB, with and without permessage-deflate,
-    apply exactly as the same instances POSTed as .npy bodies."""
+    """WebSocket frames on a real server: .npy frames of 1.6 MB, one of them sent in
+    fragments of 300 KB, with and without permessage-deflate, apply exactly as the same
+    instances POSTed as .npy bodies."""
     import io
 
     env = {"FEATURESTREAM_WS_COMPRESSION": "true"} if compression else {}

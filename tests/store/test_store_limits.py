@@ -145,7 +145,6 @@ def test_the_footprint_of_a_decoded_state_is_the_memory_it_takes() -> None:
 
 
 @pytest.mark.redis
-@pytest.mark.usefixtures("no_collector_pauses")
 async def test_a_hung_redis_fails_each_call_in_store_timeout_and_no_reply_goes_astray(
     redis_server_factory: Callable[..., RedisServer], key_prefix: str
 ) -> None:

@@ -1,14 +1,13 @@
 """Rendering a features write: the one-pass renderer equals the per-decision documents,
-the server process's garbage-collector and allocator tuning, and the client's lazy
+the server process's one freeze of its start-up objects, and the client's lazy
 decisions."""
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import inspect
+import os
 import pickle
-import platform
 import subprocess
 import sys
 from collections import Counter
@@ -134,73 +133,16 @@ def test_tally_counts_what_each_event_says(
         assert tally_of(events) == _tally_one_by_one(events)
 
 
-def test_a_server_process_collects_garbage_less_often() -> None:
+def test_a_server_process_freezes_what_exists_at_start_up_once() -> None:
     code = (
-        "import gc; from featurestream.api.app import tune_gc; before = gc.get_threshold(); "
-        "tune_gc(100000); after = gc.get_threshold(); "
-        "print(before[0], after[0], after[1:] == before[1:], gc.get_freeze_count() > 0); "
-        "gc.unfreeze(); tune_gc(0); print(gc.get_threshold()[0])"
+        "import gc; from featurestream.api.app import app_from_env; "
+        "before = gc.get_freeze_count(); app_from_env(); print(before, gc.get_freeze_count())"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["700", "100000", "True", "True", "100000"]
-
-
-_BUFFERS = """
-import resource, sys
-from featurestream.api.app import tune_malloc
-applied = tune_malloc(int(sys.argv[1]))
-def frames():
-    # Four buffers of a frame's size, written and freed, fifty times over.
-    for _ in range(50):
-        bufs = [bytearray(800_000) for _ in range(4)]
-        for b in bufs:
-            b[::4096] = bytes(len(b[::4096]))
-        del bufs
-frames()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-frames()
-print(applied, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-"""
-
-
-@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's allocator")
-def test_a_server_process_reuses_freed_buffers() -> None:
-    def faults(keep_mb: int) -> list[str]:
-        out = subprocess.run(
-            [sys.executable, "-c", _BUFFERS, str(keep_mb)],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return out.stdout.split()
-
-    applied, taken = faults(0)
-    assert applied == "False" and int(taken) > 200  # the memory went back, page by page
-    applied, taken = faults(256)
-    assert applied == "True" and int(taken) < 20
-
-
-def test_a_server_process_freezes_the_kernels_it_warms() -> None:
-    """numba's objects of the loaded kernels (some 75,000) are out of the collector's
-    sight once warmed in a server process: full collections do not walk them."""
-
-    def warmed(server: bool) -> tuple[int, int]:
-        code = (
-            "import gc; from featurestream.api.app import _warm_kernels, tune_gc; "
-            + ("tune_gc(0); " if server else "")
-            + "_warm_kernels(); print((gc.get_freeze_count(), len(gc.get_objects())))"
-        )
-        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-        assert run.returncode == 0, run.stderr
-        frozen, young = ast.literal_eval(run.stdout.strip())
-        return frozen, young
-
-    # Without tune_gc (tests, an embedding program), warming freezes nothing.
-    frozen, young = warmed(server=False)
-    assert frozen == 0 and young > 20_000
-    # A server process freezes the loaded kernels too: the collector walks few objects.
-    frozen, young = warmed(server=True)
-    assert frozen > 20_000 and young < 5_000
+    env = {**os.environ, "FEATURESTREAM_STORE_URL": "memory://"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-500:]
+    before, after = map(int, out.stdout.split())
+    assert before == 0 and after > 10_000
 
 
 RAW = [

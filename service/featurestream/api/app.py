@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import gc
 import logging
 import signal
-import sys
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -174,80 +172,21 @@ def _warm_kernels() -> bool:
         log.exception("loading the compiled kernels failed")
         return False
     log.info("compiled kernels loaded in %.1f s", time.monotonic() - started)
-    if gc.get_freeze_count():
-        # A server process froze what existed once its app was built (tune_gc). The
-        # kernels just loaded (some 75,000 objects of numba's, as long-lived) would
-        # otherwise make each full collection walk them: 25 to 60 ms holding the
-        # interpreter lock, a stall for every read meanwhile.
-        gc.freeze()
     return True
 
 
 def app_from_env() -> FastAPI:
-    """Factory for ``uvicorn --factory``: settings from the environment, JSON logs."""
+    """Factory for ``uvicorn --factory``: settings from the environment, JSON logs.
+
+    The objects that exist once the app is built (modules, the app, its routes)
+    live as long as the process: ``gc.freeze`` moves them out of the cyclic
+    collector's sight, once, at start-up.
+    """
     settings = Settings()
     configure_logging(settings.log_level)
-    # Selectors run in worker threads beside the event loop. Python hands the
-    # interpreter lock between threads every 5 ms by default, and the event loop
-    # waits that long each time it wakes up for a read (docs/operations.md).
-    sys.setswitchinterval(settings.switch_interval)
     app = create_app(settings)
-    tune_gc(settings.gc_threshold)
-    if settings.malloc_keep_mb and not tune_malloc(settings.malloc_keep_mb):
-        log.info("malloc_keep_mb not applied: the C library is not glibc or refused it")
+    gc.freeze()
     return app
 
 
-# mallopt's parameters (glibc's malloc.h). glibc caps the mapping threshold at
-# 32 MiB on 64-bit builds (4 MiB * sizeof(long)), 512 KiB on 32-bit ones, and
-# refuses anything above.
-_M_TRIM_THRESHOLD = -1
-_M_MMAP_THRESHOLD = -3
-_MMAP_MAX = 32 << 20 if ctypes.sizeof(ctypes.c_long) == 8 else 512 << 10
-
-
-def tune_malloc(keep_mb: int) -> bool:
-    """Have glibc's allocator keep ``keep_mb`` MiB of freed memory (``malloc_keep_mb``).
-
-    By default glibc serves a buffer of more than 128 KiB with a fresh mapping
-    and gives memory back to the system once more than 128 KiB is free at the
-    top of the heap, adjusting both as it goes: a server reading frames of
-    800 KB (a frame's bytes, its unmasked copy, the contiguous array) took
-    tens of thousands of page faults per 20,000 instances, each page zeroed
-    by the kernel again. With the trim threshold at ``keep_mb`` and buffers up
-    to 32 MiB (512 KiB on 32-bit builds) taken from the heap, freed buffers are
-    reused instead. Returns whether the allocator took the settings (False off
-    glibc, or with 0).
-    """
-    if keep_mb <= 0 or not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None)
-        libc.gnu_get_libc_version  # noqa: B018 - glibc's own: its parameter numbers
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    keep = min(keep_mb << 20, 2**31 - 1)
-    return bool(
-        mallopt(_M_MMAP_THRESHOLD, min(_MMAP_MAX, keep)) and mallopt(_M_TRIM_THRESHOLD, keep)
-    )
-
-
-def tune_gc(threshold: int) -> None:
-    """Collect garbage less often in a server process (``gc_threshold``; 0: Python's default).
-
-    The objects that exist once the app is built (modules, the app, its routes)
-    live as long as the process: ``gc.freeze`` moves them out of the collector's
-    sight, and a larger first threshold keeps a large write (a decision document
-    and an event per column) from triggering collections that walk the whole
-    heap. Garbage without cycles is freed at once either way (reference counts).
-    """
-    gc.freeze()
-    if threshold:
-        _, middle, oldest = gc.get_threshold()
-        gc.set_threshold(threshold, middle, oldest)
-
-
-__all__ = ["app_from_env", "create_app", "tune_gc"]
+__all__ = ["app_from_env", "create_app"]

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from featurestream.api import offload
+from featurestream import offload
 from featurestream.config import Settings
 from featurestream.errors import InvalidInput, LimitExceeded
 

@@ -15,14 +15,13 @@ vectorised, with the messages of each column as before.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import orjson
 
 from featurestream.api.jsonparse import (
     _DICT,
@@ -36,7 +35,6 @@ from featurestream.api.jsonparse import (
     _NUMBERS,
     _STR,
     _STR_OR_NONE,
-    SPLIT_BYTES,
     FloatArray,
     IntArray,
     _all_of,
@@ -51,8 +49,6 @@ from featurestream.api.jsonparse import (
     _same_length,
     _seq,
     _Unsure,
-    _without_gc,
-    split_array,
 )
 from featurestream.api.schemas import (
     NAME_MAX_LENGTH,
@@ -128,21 +124,6 @@ class Columns:
         if not all(map(_same_length, sparse_indices, sparse_data)):
             raise _Unsure
         return cls._build(names, groups, dense_list, dense_values, sparse_indices, sparse_data)
-
-    @classmethod
-    def joined(cls, parts: Sequence[Columns]) -> Columns:
-        """The columns of ``parts``, one part after the other."""
-        if len(parts) == 1:
-            return parts[0]
-        return cls(
-            [n for p in parts for n in p.names],
-            [g for p in parts for g in p.groups],
-            np.concatenate([p.dense for p in parts]),
-            np.concatenate([p.lengths for p in parts]),
-            np.concatenate([p.values for p in parts]),
-            np.concatenate([p.indices for p in parts]),
-            np.concatenate([p.data for p in parts]),
-        )
 
     @classmethod
     def of_models(cls, features: Sequence[FeatureIn]) -> Columns:
@@ -295,53 +276,20 @@ class ColumnsBody:
     group_names: list[str] | None = None
 
 
-def _split_load(
-    body: bytes | str, key: str, **cut: int
-) -> tuple[dict[str, Any], list[bytes] | None]:
-    """The body's document; for a body of ``SPLIT_BYTES`` or more, without its ``key``
-    array (the document holds ``[]``), whose items come as pieces (``split_array``,
-    cut by ``cut``) to parse with ``_parsed``. None for the pieces: parsed whole."""
-    if len(body) >= SPLIT_BYTES:
-        raw = body.encode() if isinstance(body, str) else body
-        split = split_array(raw, key, **cut)
-        if split is not None:
-            doc = _load(split[0])
-            if doc.get(key) == []:
-                return doc, split[1]
-            # split_array keeps the key to one spelling in the rest; should the rest
-            # still hold the array elsewhere, the whole body is what counts.
-    return _load(body), None
-
-
-def _parsed(pieces: list[bytes]) -> Iterator[Any]:
-    """Each piece parsed in turn: one piece's items alive at a time."""
-    for piece in pieces:
-        try:
-            yield orjson.loads(piece)
-        except orjson.JSONDecodeError:
-            raise _Unsure from None
-
-
-@_without_gc
 def feature_batch(body: bytes) -> ColumnsBody:
     """A ``FeatureBatch`` body; a ValidationError as the model raises it."""
     try:
-        doc, pieces = _split_load(body, "features")
+        doc = _load(body)
         _keys(doc, _FEATURE_BATCH_KEYS)
         if "features" not in doc:
             raise _Unsure
-        if pieces is None:
-            return ColumnsBody(_producer(doc), _seq(doc), Columns.of_json(doc["features"]))
-        # A piece of the columns at a time: parsed, converted, freed (split_array).
-        columns = Columns.joined([Columns.of_json(part) for part in _parsed(pieces)])
-        return ColumnsBody(_producer(doc), _seq(doc), columns)
+        return ColumnsBody(_producer(doc), _seq(doc), Columns.of_json(doc["features"]))
     except _Unsure:
         pass
     batch = FeatureBatch.model_validate_json(body)
     return ColumnsBody(_given(batch), batch.seq, Columns.of_models(batch.features))
 
 
-@_without_gc
 def group_batch(body: bytes) -> ColumnsBody:
     """A ``GroupBatch`` body; its columns in order, with the group each came in."""
     try:
@@ -389,39 +337,19 @@ class Instances:
         return self.X
 
 
-# The rows of a large X (a body of SPLIT_BYTES or more) are parsed this many bytes at
-# a time: 100 instances of 1,000 numbers are 2 MB of JSON, which orjson parses and
-# numpy converts in calls that hold the interpreter lock 10 ms and more.
-ROW_PIECE_BYTES = 256 * 1024
-
-
-def _load_instances(body: bytes | str) -> tuple[dict[str, Any], Iterable[Any]]:
-    """The document of an instance body or frame, and its rows in parts for ``_rows``:
-    the whole of ``X``, or for a large body pieces of it parsed one at a time."""
-    doc, pieces = _split_load(body, "X", max_bytes=ROW_PIECE_BYTES)
-    return doc, [doc.get("X")] if pieces is None else _parsed(pieces)
-
-
-def _rows(parts: Iterable[Any]) -> FloatArray | None:
-    """X from its rows, given in parts (all of them, or pieces), each part converted in
-    turn; None when rows differ in length. Anything but non-empty lists of numbers:
-    ``_Unsure`` (the model then says what is wrong)."""
-    blocks: list[FloatArray] = []
-    widths: set[int] = set()
-    for part in parts:
-        rows = _list(part)
-        if not rows or not all(type(r) is list for r in rows):
-            raise _Unsure
-        _all_of(_NUMBERS, chain.from_iterable(rows))
-        widths.update(map(len, rows))
-        if len(widths) == 1:
-            try:
-                blocks.append(np.array(rows, dtype=np.float64))
-            except OverflowError:  # not from orjson, which parses no integer that large
-                raise _Unsure from None
-    if len(widths) != 1:
+def _rows(rows: Any) -> FloatArray | None:
+    """X from its rows; None when rows differ in length. Anything but non-empty lists
+    of numbers: ``_Unsure`` (the model then says what is wrong)."""
+    rows = _list(rows)
+    if not rows or not all(type(r) is list for r in rows):
+        raise _Unsure
+    _all_of(_NUMBERS, chain.from_iterable(rows))
+    if len(set(map(len, rows))) != 1:
         return None
-    return np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+    try:
+        return np.array(rows, dtype=np.float64)
+    except OverflowError:  # not from orjson, which parses no integer that large
+        raise _Unsure from None
 
 
 def _model_rows(X: list[list[float]]) -> FloatArray | None:
@@ -436,16 +364,15 @@ def _vector(y: Any) -> FloatArray:
     return _floats([items], len(items))
 
 
-@_without_gc
 def instance_batch(body: bytes) -> Instances:
     """An ``InstanceBatch`` body; a ValidationError as the model raises it."""
     try:
-        doc, parts = _load_instances(body)
+        doc = _load(body)
         _keys(doc, _INSTANCE_BATCH_KEYS)
         if "X" not in doc:
             raise _Unsure
         y = doc.get("y")
-        X = _rows(parts)
+        X = _rows(doc["X"])
         return Instances(_producer(doc), _seq(doc), X, None if y is None else _vector(y))
     except _Unsure:
         pass
@@ -468,11 +395,10 @@ def _labels(y: list[Any]) -> Any:
     return list(y)
 
 
-@_without_gc
 def instance_frame(text: bytes | str) -> Instances:
     """A JSON frame (``InstanceFrame``; its ``producer`` is the connection's)."""
     try:
-        doc, parts = _load_instances(text)
+        doc = _load(text)
         _keys(doc, _FRAME_KEYS)
         kind = doc.get("type")
         if kind is not None and kind != "instances":
@@ -483,7 +409,7 @@ def instance_frame(text: bytes | str) -> Instances:
         if X is not None:
             if y is not None and type(y) is not list:
                 raise _Unsure
-            return Instances(None, _seq(doc), _rows(parts), None if y is None else _vector(y))
+            return Instances(None, _seq(doc), _rows(X), None if y is None else _vector(y))
         row = _vector(x)
         if not row.size or (y is not None and type(y) not in _NUMBERS):
             raise _Unsure

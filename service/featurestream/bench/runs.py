@@ -56,7 +56,7 @@ def window_for(frames_per_second: float | None) -> int:
 # Dense feature sets are sent as .npy chunks of at most this many bytes.
 DENSE_CHUNK_BYTES = 32 << 20
 # NRFS in the suite: instances in its window, and most recomputations after the first
-# (one computation on a full window of d = 1,000 takes about 20 s on one core).
+# (one computation on a full window of d = 1,000 is costly).
 NRFS_WINDOW = 1_000
 NRFS_COMPUTATIONS = 4
 # FSDS in the suite: rows of its sketch and singular vectors of its scores.

@@ -34,7 +34,7 @@ import anyio
 import numpy as np
 import numpy.typing as npt
 
-from featurestream import codec, gcpause
+from featurestream import codec, offload
 from featurestream.config import Settings
 from featurestream.engine import catalogue, wire
 from featurestream.engine import evaluation as judged
@@ -44,13 +44,7 @@ from featurestream.engine.cache import Live, StreamCache, footprint
 from featurestream.engine.catalogue import check_names
 from featurestream.engine.events import read_events
 from featurestream.engine.frames import Frame, Reply, apply_frames, attempt_frames, prepared
-from featurestream.engine.idempotency import (
-    INLINE_BYTES,
-    content_bytes,
-    content_digest,
-    replayed,
-    seal,
-)
+from featurestream.engine.idempotency import content_bytes, content_digest, replayed, seal
 from featurestream.engine.outcome import (
     Attempt,
     Outcome,
@@ -91,9 +85,6 @@ from featurestream.selectors import (
     Selector,
 )
 from featurestream.store.base import QuotaReached, StateStore, Subscription
-
-# Above this many events (or names), a request's bookkeeping runs in a worker thread.
-_INLINE_EVENTS = 1000
 
 Clock = Callable[[], datetime]
 T = TypeVar("T")
@@ -323,8 +314,13 @@ class StreamEngine:
         groups: Sequence[str | None] | None = None,
         producer: str = "default",
         seq: int | None = None,
+        log: bool = False,
     ) -> WriteResult:
-        """Append b feature columns (``X`` is ``(b, n)`` feature-major), in order."""
+        """Append b feature columns (``X`` is ``(b, n)`` feature-major), in order.
+
+        ``log``: the producer is a log's partition, whose seqs may skip
+        (``sequencing.py``).
+        """
         limit = self.settings.max_columns_per_request
         if X.shape[0] > limit:
             raise LimitExceeded(
@@ -334,14 +330,10 @@ class StreamEngine:
                 maximum=limit,
             )
         if names is not None:
-            # Thousands of names take milliseconds: check them beside the event loop.
             check = partial(
                 check_names, names, field="features", max_length=self.settings.max_name_length
             )
-            if len(names) > _INLINE_EVENTS:
-                await anyio.to_thread.run_sync(check)
-            else:
-                check()
+            await offload.run(sum(map(len, names)), check)
         digest = await self._digest(seq, "features", names, X, groups)
         budget = Budget(self.settings.request_time_budget, "columns", X.shape[0])
 
@@ -374,16 +366,10 @@ class StreamEngine:
             raised = [w for w in sel.warnings() if w["code"] not in warned]
             written = FeaturesWritten(version, seq, producer, decisions, selected, raised)
             outcome = self._outcome(live, version, events, chosen, before, seq, producer)
-            body = wire.features_written(written, docs)
-            # Everything per column is rendered: free it a piece at a time (gcpause).
-            gcpause.release(events, decided, docs, decisions)
-            return body, outcome
+            return wire.features_written(written, docs), outcome
 
-        # Thousands of columns make as many decisions and documents, all freed once the
-        # write is applied: collecting meanwhile would only stall the event loop.
-        many = X.shape[0] > _INLINE_EVENTS
         return await self._write(
-            stream_id, "features", producer, seq, digest, prepare, apply, pause_gc=many
+            stream_id, "features", producer, seq, digest, prepare, apply, log=log
         )
 
     async def add_instances(
@@ -426,7 +412,7 @@ class StreamEngine:
         return await self._write(stream_id, "instances", producer, seq, digest, prepare, apply)
 
     async def add_instance_frames(
-        self, stream_id: str, frames: Sequence[Frame], *, producer: str
+        self, stream_id: str, frames: Sequence[Frame], *, producer: str, log: bool = False
     ) -> FramesResult:
         """Apply consecutive frames of one producer, each as its own batch, in one commit.
 
@@ -434,7 +420,8 @@ class StreamEngine:
         responses; a frame that is refused (``Frame.error``, or an error of the
         selector such as bad labels) changes no state, is answered with its
         problem and uses up its seq. A seq that leaves a gap ends the group
-        with a fatal result (see ``frames.py``).
+        with a fatal result (see ``frames.py``). ``log``: the producer is a log's
+        partition, whose seqs may skip (``sequencing.py``).
         """
         checked: list[Frame] = []
         for f in frames:
@@ -446,14 +433,12 @@ class StreamEngine:
                 checked.append(Frame(f.seq, error=exc))
 
         async def digests_of(sent_again: Sequence[Frame]) -> list[bytes]:
-            # Frames sent again: their digests decide which are retries. All of them
-            # in one worker thread when large (a resumed connection resends many).
+            # Frames sent again: their digests decide which are retries (all of them
+            # at once: a resumed connection resends many).
             def digests() -> list[bytes]:
                 return [prepared(f)[1] for f in sent_again]
 
-            if sum(content_bytes(f.X, f.y) for f in sent_again) > INLINE_BYTES:
-                return await anyio.to_thread.run_sync(digests)
-            return digests()
+            return await offload.run(sum(content_bytes(f.X, f.y) for f in sent_again), digests)
 
         async def stored(seq: int) -> bytes | None:
             return await self.store.stored_response(stream_id, producer, seq)
@@ -474,7 +459,7 @@ class StreamEngine:
 
         async def attempt(live: Live) -> Attempt[FramesResult]:
             return await attempt_frames(
-                stream_id, live, checked, producer, digests_of, stored, apply
+                stream_id, live, checked, producer, digests_of, stored, apply, log=log
             )
 
         return await self._transact(stream_id, "instances", producer, attempt)
@@ -493,9 +478,7 @@ class StreamEngine:
         """The digest stored with a write's seq (see ``idempotency.py``); none without a seq."""
         if seq is None:
             return b""
-        if content_bytes(*parts) > INLINE_BYTES:
-            return await anyio.to_thread.run_sync(partial(content_digest, kind, *parts))
-        return content_digest(kind, *parts)
+        return await offload.run(content_bytes(*parts), partial(content_digest, kind, *parts))
 
     def _check_instances(self, m: int) -> None:
         limit = self.settings.max_instances_per_request
@@ -531,17 +514,17 @@ class StreamEngine:
         prepare: Callable[[Live], Awaitable[Any]],
         apply: Apply,
         *,
-        pause_gc: bool = False,
+        log: bool = False,
     ) -> WriteResult:
         """One HTTP request: replayed when its (producer, seq) was applied, else applied.
 
         A seq applied with other content (another ``digest``) is refused: SeqReused.
-        ``pause_gc``: apply it with cyclic garbage collection paused (``gcpause``).
+        ``log``: the producer is a log's partition (``sequencing.py``).
         """
 
         async def attempt(live: Live) -> Attempt[WriteResult]:
             if seq is not None:
-                verdict = classify(seq, live.producers.get(producer, 0))
+                verdict = classify(seq, live.producers.get(producer, 0), log=log)
                 if isinstance(verdict, Replay):
                     stored = await self.store.stored_response(stream_id, producer, seq)
                     if stored is None:
@@ -562,10 +545,7 @@ class StreamEngine:
             def applied(
                 live: Live, ready: Any, version: int
             ) -> tuple[bytes, Outcome | None, bytes]:
-                # What the apply makes per column is freed when it returns: only bytes
-                # and the selector's state outlive it.
-                with gcpause.paused(pause_gc):
-                    body, outcome = apply(live, ready, version)
+                body, outcome = apply(live, ready, version)
                 # Sealed here, beside the event loop: a large response is compressed.
                 return body, outcome, seal(digest, body) if seq is not None else b""
 

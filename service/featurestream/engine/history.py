@@ -25,11 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import anyio
 import orjson
 
+from featurestream import offload
 from featurestream.engine import wire
 from featurestream.engine.packing import is_packed, unpack
 from featurestream.engine.results import Selection
@@ -40,8 +42,6 @@ from featurestream.store.base import EventEntry, StateStore, StreamSummary
 
 # Log entries read from the store per round trip.
 _CHUNK = 256
-# Above this many bytes of log, entries are parsed in a worker thread.
-_INLINE_BYTES = 64 * 1024
 # Entries one history page looks through at most (a page may then hold fewer changes
 # than asked for; ``next`` goes on from where it stopped).
 SCAN_ENTRIES = 2000
@@ -113,11 +113,10 @@ def parse_entries(entries: Sequence[EventEntry]) -> list[Entry]:
 
 
 async def _parse(entries: Sequence[EventEntry]) -> list[Entry]:
-    if any(is_packed(e.payload) for e in entries) or (
-        sum(len(e.payload) for e in entries) > _INLINE_BYTES
-    ):
-        return await anyio.to_thread.run_sync(parse_entries, entries)
-    return parse_entries(entries)
+    # A packed (deflated) entry inflates to far more than its stored bytes.
+    packed = any(is_packed(e.payload) for e in entries)
+    size = sum(len(e.payload) for e in entries) + (offload.INLINE_BYTES if packed else 0)
+    return await offload.run(size, partial(parse_entries, entries))
 
 
 async def read_log(

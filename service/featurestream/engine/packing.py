@@ -2,13 +2,13 @@
 
 A write of 20,000 feature columns logs about 2 MB of JSON (a decision per
 column) and keeps its 2 MB response for replays. Redis copies every byte of a
-commit script's arguments into the script (about 1 ms per MB, every other
-client waiting), appends them to its AOF (whose rewrites then fork the server
-every few seconds of a large ingest) and sends them to its replicas. Deflate
+commit script's arguments into the script (every other client waiting),
+appends them to its AOF (whose rewrites then fork the server every few seconds
+of a large ingest) and sends them to its replicas. Deflate
 at level 1 shrinks such JSON about eight times. The compressor is ISA-L's (the
 ``isal`` package): the same zlib format as the standard library's ``zlib``,
-which reads it and whose output it reads, in a quarter of the time (a 1.8 MB
-response: 1.5 ms against 5.9 ms), in the worker thread that renders it (it lets
+which reads it and whose output it reads, in a fraction of the time, in the
+worker thread that renders it (it lets
 go of the interpreter lock meanwhile).
 
 Payloads under :data:`PACK_ABOVE` bytes are kept as they are; readers take

@@ -63,31 +63,6 @@ from featurestream.selectors import REGISTRY, Decision, SelectedFeature
 
 Document = dict[str, Any]
 
-# Items of a long list orjson encodes in one call (see ``long_array``).
-ARRAY_PIECE = 1000
-
-
-def long_array(items: Sequence[Any]) -> Any:
-    """``items`` to put in a document for orjson: the same JSON, encoded in pieces.
-
-    orjson encodes a document in one call that holds the interpreter lock
-    throughout: for the 20,000 decisions of a large write, long enough to keep
-    the event loop from answering reads. A list longer than ``ARRAY_PIECE`` is
-    encoded a piece at a time (between pieces other threads get the lock) into
-    one ``orjson.Fragment``, which orjson writes as it is. The bytes are those
-    of the list encoded at once.
-
-    >>> orjson.dumps({"a": long_array(list(range(2500)))}) == orjson.dumps({"a": list(range(2500))})
-    True
-    """
-    if len(items) <= ARRAY_PIECE:
-        return items
-    pieces = [
-        orjson.dumps(items[i : i + ARRAY_PIECE])[1:-1] for i in range(0, len(items), ARRAY_PIECE)
-    ]
-    return orjson.Fragment(b"[" + b",".join(pieces) + b"]")
-
-
 # --------------------------------------------------------------------------- writes
 
 
@@ -144,9 +119,7 @@ def features_written(r: FeaturesWritten, rendered: list[Document] | None = None)
         "version": r.version,
         "seq": r.seq,
         "producer": r.producer,
-        "decisions": long_array(
-            [decision(d) for d in r.decisions] if rendered is None else rendered
-        ),
+        "decisions": [decision(d) for d in r.decisions] if rendered is None else rendered,
         "selected": list(r.selected),
     }
     if r.warnings:
@@ -212,7 +185,7 @@ def log_entry(
         entry["at"] = at
     if change is not None:
         entry["change"] = change
-    entry["events"] = long_array(events)
+    entry["events"] = list(events)
     return orjson.dumps(entry)
 
 

@@ -39,10 +39,10 @@ and the ridge fits O(p n m min(n, m) + p min(n, m)^3). With p a fixed
 fraction of n, the ridge fits grow fastest, O(n^2 m min(n, m)): n^2 m^2 for
 tall windows (m < n) and n^3 m for wide ones. At the window sizes the service
 uses, though, the subspace widths dominate: m medians over n(n-1)/2 pairs each
-(one BLAS thread: about 60% of the 10 s at n = 1000, m = 200 and of the 8 s at
-n = 300, m = 2000; the eigendecomposition, the outlier factor and the split
-take under 0.7 s each). For q = 1 the median of the pairwise absolute
-differences of one sorted column could be selected in O(n log n) instead.
+(most of the time at n = 1000, m = 200 and at n = 300, m = 2000; the
+eigendecomposition, the outlier factor and the split take far less). For
+q = 1 the median of the pairwise absolute differences of one sorted column
+could be selected in O(n log n) instead.
 
 Nothing here is random: the local outlier factor and the split have no random
 step, and every tie is broken towards the lower index, so the same window gives

@@ -52,11 +52,10 @@ class NameSet:
 
     Dicts, not sets: the garbage collector stops looking into a dict whose keys
     and values are all strings and None, where it walks every member of a set at
-    each full collection (100 to 180 ms for a million names, during which the
-    event loop answers nobody). Shards: Python grows a dict (or a set) by
-    rehashing it whole, in one step that holds the interpreter lock (50 to 80 ms
-    at a million names); a shard holds a ``SHARDS``-th of the names and grows
-    in microseconds.
+    each full collection (long, at a million names, and the event loop answers
+    nobody meanwhile). Shards: Python grows a dict (or a set) by rehashing it
+    whole, in one step that holds the interpreter lock; a shard holds a
+    ``SHARDS``-th of the names and grows in microseconds.
 
     >>> s = NameSet()
     >>> s.update(["a", "b"])

@@ -20,8 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from featurestream import gcpause
-from featurestream.api import jsonbodies, jsonparse
+from featurestream.api import jsonbodies
 from featurestream.api.schemas import FeatureBatch, FeatureIn, GroupBatch, InstanceBatch
 from featurestream.api.schemas import InstanceFrame as FrameModel
 from featurestream.errors import InvalidInput
@@ -398,50 +397,72 @@ def test_a_large_sparse_body_builds_one_csr_matrix() -> None:
     assert outcome(lambda: new_features(body)) == outcome(lambda: old_features(body))
 
 
-def test_collection_is_paused_while_reading_and_resumes_after() -> None:
-    import gc
-
-    seen: list[bool] = []
-    real = jsonbodies._load
-
-    def spy(body: bytes | str) -> Any:
-        seen.append(gc.isenabled())
-        return real(body)
-
-    pad = b" " * jsonparse.GC_PAUSE_BYTES  # only large bodies pause collection
-    assert gc.isenabled()
-    try:
-        jsonbodies._load = spy  # type: ignore[assignment]
-        jsonbodies.feature_batch(b'{"features": []}' + pad)
-        with pytest.raises(ValidationError):
-            jsonbodies.instance_batch(b'{"X": "no"}' + pad)
-        jsonbodies.feature_batch(b'{"features": []}')
-    finally:
-        jsonbodies._load = real  # type: ignore[assignment]
-    assert seen == [False, False, True] and gc.isenabled()
-    gc.disable()
-    try:
-        jsonbodies.feature_batch(b'{"features": []}' + pad)
-        assert not gc.isenabled()  # left as the process had it
-    finally:
-        gc.enable()
+def _large_body(b: int, extra: Sequence[dict[str, Any]] = (), at: int = 0) -> bytes:
+    """A FeatureBatch of ``b`` columns of N rows, sparse and dense; ``extra`` inserted at ``at``."""
+    features: list[dict[str, Any]] = [
+        {"name": f'c"{j}\\', "indices": [j % 2, 2 + j % 2], "data": [1.0, -0.5 * j]}
+        if j % 3
+        else {"name": f"d{j}", "values": [0.25 * j, 0, 1, 2]}
+        for j in range(b)
+    ]
+    features[at:at] = extra
+    return json.dumps({"seq": 7, "producer": "p", "features": features}).encode()
 
 
-def test_bodies_read_back_to_back_cannot_put_collection_off_for_good(
-    monkeypatch: pytest.MonkeyPatch,
+def test_a_large_body_reads_as_the_model_reads_it() -> None:
+    body = _large_body(6000)
+    assert len(body) > 256 * 1024
+    assert outcome(lambda: new_features(body))[0] not in ("validation", "invalid")
+    same_features(body)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"name": "x", "indices": [1], "data": [1.0, 2.0]},  # lengths differ
+        {"name": "x", "values": [1, "2", 3, 4]},  # a string among numbers
+        {"name": "", "values": [1, 2, 3, 4]},  # an empty name
+    ],
+)
+def test_a_bad_column_deep_in_a_large_body_is_refused_as_the_model_refuses_it(
+    bad: dict[str, Any],
 ) -> None:
-    import gc
+    body = _large_body(6000, [bad], at=4321)
+    assert outcome(lambda: new_features(body))[0] in ("validation", "invalid")
+    same_features(body)
 
-    collected: list[int] = []
-    monkeypatch.setattr(gcpause, "MAX_PAUSE", 0.0)
-    monkeypatch.setattr(gc, "collect", lambda *a: collected.append(1) or 0)
-    # Two bodies overlap (two threads): the first to finish collects, as the pause
-    # has lasted longer than MAX_PAUSE; the last one done resumes collection.
-    with gcpause.paused():
-        with gcpause.paused():
-            assert not gc.isenabled()
-        assert collected == [1] and not gc.isenabled()
-    assert gc.isenabled()
+
+def test_a_trailing_comma_in_a_large_body_is_refused() -> None:
+    # Regression: 1,000 columns and a trailing comma were accepted and committed.
+    body = _large_body(6000)[:-2] + b",]}"
+    assert outcome(lambda: new_features(body))[0] == "validation"
+
+
+@pytest.mark.parametrize(
+    ("at", "row", "kind"),
+    [
+        (77, [1.0] * 999, "invalid"),  # a shorter row, deep in the body
+        (77, [1.0] * 998 + ["x", 1.0], "validation"),  # a string
+        (3, [1.0] * 999 + [None], "validation"),  # a null
+        (99, [True] + [1.0] * 999, "validation"),  # a boolean, in the last row
+        (50, [1.0] * 999 + [10**400], "inf"),  # beyond float64: the model reads inf
+    ],
+)
+def test_a_bad_row_deep_in_a_large_body_is_refused(at: int, row: list[Any], kind: str) -> None:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(100, 1000)).round(12).tolist()
+    X[at] = row
+    body = json.dumps({"producer": "p", "seq": 1, "X": X, "y": [0.0] * 100}).encode()
+
+    def parsed() -> Any:
+        got = jsonbodies.instance_batch(body)
+        return (got.producer, got.seq, got.rows(), got.y)
+
+    got = outcome(parsed)
+    if kind == "inf":
+        assert got[2][3][50][-1] == float("inf")  # the engine refuses non-finite data
+    else:
+        assert got[0] == kind
 
 
 def test_a_row_index_beyond_int64_is_refused_naming_its_column() -> None:

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
-from featurestream.api import offload
+from featurestream import offload
 from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath
 from featurestream.engine.evaluation import MAX_FOLDS, MAX_REPEATS
 

@@ -6,7 +6,8 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from featurestream.api import arrays, bodies, jsonbodies, offload
+from featurestream import offload
+from featurestream.api import arrays, bodies, jsonbodies
 from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath
 from featurestream.api.problems import PROBLEM_MEDIA_TYPE
 from featurestream.api.producers import PRODUCER_PATTERN

@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 from fastapi import APIRouter, Request, Response
 
-from featurestream.api import arrays, bodies, jsonbodies, offload
+from featurestream import offload
+from featurestream.api import arrays, bodies, jsonbodies
 from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath
 from featurestream.api.routes.features import WRITE_HEADERS, _body_doc, written
 from featurestream.api.schemas import InstancesAppended

@@ -15,7 +15,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from featurestream.api import arrays, jsonbodies, offload
+from featurestream import offload
+from featurestream.api import arrays, jsonbodies
 from featurestream.engine import Frame, wire
 from featurestream.errors import (
     FeatureStreamError,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import scipy.sparse
 
-from featurestream.api import offload
+from featurestream import offload
 from featurestream.api.arrays import Bounds
 from featurestream.api.ws.messages import FrameDecoder
 

@@ -1,21 +1,23 @@
-"""Decoding off the event loop: large bodies and frames are read in worker threads.
+"""Where work runs: inline on the event loop, or in a worker thread (one threshold).
 
 The event loop serves every connection of the process (reads of the
-selection, health checks, other producers): a body that takes tens of
-milliseconds to parse must not hold it. Bodies and frames of at least
-``INLINE_BYTES`` are decoded in a worker thread; smaller ones inline, where
-decoding costs less than handing the work to a thread and back (a thread hop
-costs tens of microseconds; 64 KiB of JSON take about a millisecond with
-orjson and the bulk checks, so the loop is never held much longer than that).
+selection, health checks, other producers): work that takes milliseconds
+must not hold it. Work on at least ``INLINE_BYTES`` of input (a body or frame
+to decode, the names of a request, a content digest, event-log entries to
+parse) runs in a worker thread; smaller work inline, where it costs less
+than handing it to a thread and back. This module is the only place that
+makes that choice; work that is always heavy (a selector's update, a
+stored state's decoding) always runs in a worker thread.
 
 Evaluations (``GET /evaluation``: scikit-learn fits) always run in a worker
 thread, at most ``EVALUATION_THREADS`` at once under a limiter of their own
 (``compute``), so they never take the threads of decodes or writes.
 
-At most ``DECODE_THREADS`` decodes run at once, under a limiter of their own:
-decoding holds the GIL most of the time, so more threads would only contend
-with each other, and a flood of large bodies waits here instead of taking the
-threads the engine applies writes in (anyio's default limiter).
+At most ``DECODE_THREADS`` pieces of work of :func:`run` go at once, under a
+limiter of their own: decoding holds the GIL most of the time, so more
+threads would only contend with each other, and a flood of large bodies
+waits here instead of taking the threads the engine applies writes in
+(anyio's default limiter).
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ async def compute(fn: Callable[[], T]) -> T:
 
 
 async def run(size: int, fn: Callable[[], T]) -> T:
-    """``fn()``: inline for input under ``INLINE_BYTES``, else in a decode thread."""
+    """``fn()``: inline for ``size`` (bytes of input) under ``INLINE_BYTES``, else in a
+    worker thread."""
     if size < INLINE_BYTES:
         return fn()
     return await anyio.to_thread.run_sync(fn, limiter=limiter())
