@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -177,13 +178,25 @@ def test_ofs_label_sets_01_and_pm1_agree() -> None:
     assert (a.state.mistakes, a.selected()) == (b.state.mistakes, b.selected())
 
 
-@pytest.mark.parametrize("labels", [[1, 2], [0, -1], [0.5, 1]])
+@pytest.mark.parametrize("labels", [[0.5, 1, 1], [0, 1, 2], ["a", 1, 1]])
 def test_ofs_bad_labels_are_rejected_and_change_nothing(labels: list[float]) -> None:
     sel = start(num_features=2)
     before = blob(sel)
     with pytest.raises(InvalidInput):
-        sel.learn_instances([[1.0, 0.0, 2.0], [0.0, 1.0, 0.0]], labels)
+        sel.learn_instances([[1.0, 0.0, 2.0], [0.0, 1.0, 0.0], [2.0, 1.0, 0.0]], labels)
     assert blob(sel) == before
+
+
+@pytest.mark.parametrize("labels", [[1, 2, 2], [0, -1, -1], [5, 7, 7], ["x", "y", "y"]])
+def test_ofs_takes_any_two_labels(labels: list[Any]) -> None:
+    """Two classes under any labels: the model of 0/1, up to its sign (the first label is -1)."""
+    X = [[1.0, 0.0, 2.0], [0.0, 1.0, 0.0], [2.0, 1.0, 0.0]]
+    base = start(num_features=2)
+    base.learn_instances(X, [0, 1, 1])
+    sel = start(num_features=2)
+    sel.learn_instances(X, labels)
+    assert sel.selected() == base.selected()
+    assert np.array_equal(np.abs(sel.state.w), np.abs(base.state.w))
 
 
 def test_ofs_needs_labels() -> None:
