@@ -29,7 +29,7 @@ from featurestream.selectors.decisions import (
     ScoreKind,  # scores
     SelectedFeature,
 )
-from featurestream.selectors.params import Interval, Params, StrOptions
+from featurestream.selectors.params import Interval, NoneOr, Params, StrOptions
 from featurestream.selectors.prequential import no_flags, tally
 from featurestream.selectors.targets import typed_labels
 from featurestream.stats.sparse import is_sparse
@@ -58,6 +58,7 @@ class OFSParams(Params):
         "epsilon": Interval(float, 0.0, 1.0, "right"),
         "seed": Interval(int, 0, None, "left"),
         "scale": StrOptions(("standard", "none")),
+        "half_life": NoneOr(Interval(float, 0.0, None, "neither")),
     }
     legacy: ClassVar[dict[str, Any]] = {"scale": "none"}
     descriptions: ClassVar[dict[str, str]] = {
@@ -73,6 +74,8 @@ class OFSParams(Params):
         "scale": "`standard`: each instance is standardised with the running mean and variance "
         "of every feature before OFS predicts and learns; `none`: values as sent (the "
         "published OFS; high-dimensional sparse streams)",
+        "half_life": "forgetting: w is multiplied by 2^(-1/half_life) per instance, so an "
+        "instance's step weighs half after that many newer instances; null: no forgetting",
     }
 
     num_features: int
@@ -84,6 +87,13 @@ class OFSParams(Params):
     epsilon: float = 0.2
     seed: int = 0
     scale: str = "standard"
+    half_life: float | None = None
+
+    @property
+    def keep(self) -> float:
+        """What w is multiplied by per instance: (1 - decay) 2^(-1/half_life)."""
+        forget = 1.0 if self.half_life is None else 2.0 ** (-1.0 / self.half_life)
+        return (1.0 - self.decay) * forget
 
 
 @dataclass(frozen=True)
@@ -202,12 +212,14 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
     * sign(0) is +1: the prediction is +1 when w . x >= 0, and a mistake is
       counted when it differs from y (so the first instance of a fresh stream,
       with w = 0, is a mistake exactly when its label is -1).
-    * Every sum (w . x, ||w||^2) runs over the non-zeros of w in index order,
-      elementwise products reduced along the contiguous axis, and each
-      instance's update uses the previous w, so a frame of m instances gives
-      bit for bit the same w as m frames of one instance, and a sparse
-      instance (scipy.sparse rows) the same as its dense form, at a cost of
-      O(B + nnz(x)) instead of O(d).
+    * Every sum (w . x, ||w||^2) adds its terms one after another in index
+      order, over the entries of x or the non-zeros of w, and each instance's
+      update uses the previous w, so a frame of m instances gives bit for bit
+      the same w as m frames of one instance, and a sparse instance
+      (scipy.sparse rows) the same as its dense form, at a cost of
+      O(B + nnz(x)) instead of O(d). The weights agree with other orders of
+      summation to rounding, and the decisions wherever w . x is not within
+      rounding of 0 or of the margin.
     * Partial mode (OFS-P): instance t (counted from 0 over the whole stream)
       draws from ``numpy.random.default_rng([seed, t])``: first a uniform
       number u, and when u < epsilon the min(B, d) features to observe, drawn
@@ -271,6 +283,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
             {"num_features": 2, "margin": 0.0, "decay": 0.002},
             {"num_features": 2, "mode": "partial", "epsilon": 0.5, "seed": 7},
             {"num_features": 2, "mode": "partial", "epsilon": 0.5, "scale": "none"},
+            {"num_features": 2, "half_life": 20.0},
         ]
 
     @classmethod
@@ -386,15 +399,10 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
         from featurestream.selectors import _ofs_kernel
 
         p = self.params
-        B = p.num_features
-        if p.mode == "partial":
-            return _ofs_kernel.learn_partial(
-                w, X, labels, sparse=sparse, B=B, eta=p.eta, lam=p.lam, margin=p.margin,
-                decay=p.decay, epsilon=p.epsilon, seed=p.seed, t0=t0,
-            )  # fmt: skip
-        return _ofs_kernel.learn_full(
-            w, X, labels, sparse=sparse, B=B, eta=p.eta, lam=p.lam, margin=p.margin,
-            decay=p.decay,
+        partial = (p.epsilon, p.seed, t0) if p.mode == "partial" else None
+        return _ofs_kernel.learn(
+            w, X, labels, sparse=sparse, B=p.num_features, eta=p.eta, lam=p.lam,
+            margin=p.margin, keep=p.keep, partial=partial,
         )  # fmt: skip
 
 
