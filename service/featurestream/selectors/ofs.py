@@ -29,7 +29,8 @@ from featurestream.selectors.decisions import (
     ScoreKind,  # scores
     SelectedFeature,
 )
-from featurestream.selectors.params import Interval, NoneOr, Params, StrOptions
+from featurestream.selectors.forgetting import HALF_LIFE, retention
+from featurestream.selectors.params import Interval, Params, StrOptions
 from featurestream.selectors.prequential import no_flags, tally
 from featurestream.selectors.targets import sign_code, typed_labels
 from featurestream.stats.sparse import is_sparse
@@ -58,7 +59,7 @@ class OFSParams(Params):
         "epsilon": Interval(float, 0.0, 1.0, "right"),
         "seed": Interval(int, 0, None, "left"),
         "scale": StrOptions(("standard", "none")),
-        "half_life": NoneOr(Interval(float, 0.0, None, "neither")),
+        "half_life": HALF_LIFE,
     }
     legacy: ClassVar[dict[str, Any]] = {"scale": "none"}
     descriptions: ClassVar[dict[str, str]] = {
@@ -92,8 +93,7 @@ class OFSParams(Params):
     @property
     def keep(self) -> float:
         """What w is multiplied by per instance: (1 - decay) 2^(-1/half_life)."""
-        forget = 1.0 if self.half_life is None else 2.0 ** (-1.0 / self.half_life)
-        return (1.0 - self.decay) * forget
+        return (1.0 - self.decay) * retention(self.half_life, 1)
 
 
 @dataclass(frozen=True)
