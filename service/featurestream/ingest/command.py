@@ -34,12 +34,13 @@ async def consume(
     """Apply the messages of ``source`` until ``stop`` is set; what was settled.
 
     ``source`` is ``redis-stream://host:port/db?key=K&group=G`` or
-    ``nats://host:port/STREAM?consumer=C`` (docs/api.md, "Consuming from a
-    log"); ``name`` the consumer's name in its group (default: host and process
-    id); ``tenant`` the tenant whose streams the messages name.
+    ``nats://host:port/STREAM?consumer=C`` or ``kafka://host:port/TOPIC?group=G``
+    (docs/api.md, "Consuming from a log"); ``name`` the consumer's name in its
+    group (default: host and process id); ``tenant`` the tenant whose streams
+    the messages name.
     """
     from featurestream.engine import StreamEngine
-    from featurestream.ingest import nats_source, redis_source
+    from featurestream.ingest import kafka_source, nats_source, redis_source
     from featurestream.ingest.applier import Applier
     from featurestream.store import open_store
 
@@ -49,8 +50,11 @@ async def consume(
     stop = stop or asyncio.Event()
     stats = stats or ConsumerStats()
     name = name or redis_source.default_consumer()
-    if source.startswith(f"{nats_source.SCHEME}://"):
+    scheme = source.partition("://")[0]
+    if scheme == nats_source.SCHEME:
         parsed_nats = nats_source.parse(source)
+    elif scheme == kafka_source.SCHEME:
+        parsed_kafka = kafka_source.parse(source)
     else:
         parsed = redis_source.parse(source)
     store = open_store(settings)
@@ -58,8 +62,11 @@ async def consume(
     try:
         applier = Applier(StreamEngine(store, settings), tenant)
         log.info("consumer %s reading %s", name, source)
-        if source.startswith(f"{nats_source.SCHEME}://"):
+        if scheme == nats_source.SCHEME:
             await nats_source.NatsConsumer(parsed_nats, applier, name=name, stats=stats).run(stop)
+        elif scheme == kafka_source.SCHEME:
+            kafka = kafka_source.KafkaConsumer(parsed_kafka, applier, name=name, stats=stats)
+            await kafka.run(stop)
         else:
             consumer = redis_source.RedisConsumer(
                 parsed, applier, name=name, prefix=settings.key_prefix, stats=stats
@@ -96,10 +103,10 @@ def add_parser(sub: Any) -> None:
     """Add ``consume`` to the ``featurestream`` command's subparsers."""
     p = sub.add_parser(
         "consume",
-        help="Apply the messages of a log (Redis Streams, NATS JetStream) to streams.",
+        help="Apply the messages of a log (Redis Streams, NATS JetStream, Kafka) to streams.",
         description="Consume SOURCE in a consumer group and apply each message to its "
         "stream, exactly once in effect. SOURCE: redis-stream://host:port/db?key=K&group=G "
-        "or nats://host:port/STREAM?consumer=C "
+        "nats://host:port/STREAM?consumer=C or kafka://host:port[,host:port]/TOPIC?group=G "
         "(docs/api.md, Consuming from a log). The server's settings apply "
         "(FEATURESTREAM_<OPTION> in the environment).",
     )
