@@ -305,6 +305,58 @@ def _writes(lines: list[str]) -> None:
     ]
 
 
+def _consuming(lines: list[str]) -> None:
+    lines += [
+        "## Consuming from a log",
+        "",
+        "`featurestream consume SOURCE` (in Python: `featurestream.ingest.consume`) reads",
+        "a log in a consumer group and applies each message to its stream through the",
+        "same engine as the HTTP writes, with the server's settings (`FEATURESTREAM_*`,",
+        "`--store`) and as one tenant (`--tenant`; none by default).",
+        "",
+        "* `redis-stream://host:port/db?key=K&group=G`: Redis Streams. Repeat `key=`",
+        "  (or give `key=K1,K2`) for several partitions. Options: `claim=` (seconds,",
+        "  default 30: a consumer's lease on a key, and how long an entry stays pending",
+        "  with a consumer before another claims it), `count=` (entries per read, 100),",
+        "  `block=` (seconds a read waits, 1), `dead=` (the dead-letter key, default",
+        "  `<key>:dead`), `dead_max=` (dead letters kept per key, 100000).",
+        "",
+        "A message carries what an HTTP write carries. A Redis Streams entry has the",
+        "fields `stream` (the stream id), `kind` (`features`, `groups` or `instances`),",
+        "`content-type` (`application/json` by default, `application/x-npy`,",
+        "`application/x-npz`), `body` (the bytes an HTTP write of that kind takes, e.g.",
+        '`{"X": [[...]], "y": [...]}` for instances; an `.npy` or `.npz` body of',
+        "instances carries the labels of a supervised stream in its last column, as a",
+        "binary WebSocket frame does) and, optionally, `create` (the JSON body of",
+        "`POST /v1/streams`, used when the stream does not exist yet; its `id`, if any,",
+        "is the message's stream). A body names no `producer` or `seq`.",
+        "",
+        "Exactly once in effect. Each partition is a producer (`redis:<key>`) and each",
+        "message's position in it the message's `seq`; an entry `ms-n` has the position",
+        "`ms * 2^20 + n` (an entry whose `n` is 2^20 or more is refused). Positions",
+        "increase but may skip (deleted entries, other streams' messages), so for these",
+        "producers the sequence rule is: a `seq` above the producer's last applied one is",
+        "applied, whatever the distance (never a gap), and one at or below it is a replay,",
+        "answered from its stored response and applied no second time, or, when its",
+        "response has left the replay window, taken as applied. A message is",
+        "acknowledged only after the commit that applied it. Consecutive `instances`",
+        "messages for one stream are applied as one commit, as WebSocket frames are.",
+        "",
+        "At most one consumer of a group reads a key at a time (a lease renewed while",
+        "it reads); consumers share the keys, each taking at most its share. The holder",
+        "claims (`XAUTOCLAIM`) the entries that another consumer left pending beyond",
+        "`claim` seconds and applies them before anything newer.",
+        "",
+        "A message that cannot be applied (a bad body, an unknown stream without",
+        "`create`, any `4xx`) goes to the dead letters (`XADD` to `<key>:dead`, in the",
+        "same transaction as its acknowledgement) with its own fields and `problem` (its",
+        "problem document), `source` (the key), `position` (its entry id) and `group`;",
+        "consumption goes on. While the store does not answer, nothing is acknowledged:",
+        "the consumer pauses and applies the same messages once it answers.",
+        "",
+    ]
+
+
 def _history(lines: list[str]) -> None:
     lines += [
         "## History, stability, evaluation",
@@ -520,6 +572,7 @@ def render_api() -> str:
     _websockets(lines)
     _array_bodies(lines)
     _writes(lines)
+    _consuming(lines)
     _history(lines)
     _errors(lines)
     _schemas(lines, spec.get("components", {}).get("schemas", {}))

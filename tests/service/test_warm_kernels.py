@@ -17,7 +17,7 @@ import httpx
 import numba
 import numpy as np
 
-from featurestream.selectors import _ofs_ops
+from featurestream.selectors import _ofs_kernel
 from featurestream.selectors.ofs import warm_kernels
 from tests.support import free_port
 
@@ -32,9 +32,9 @@ def _has_readonly(dispatcher: object) -> bool:
 
 def test_warm_kernels_loads_the_read_only_specialisations() -> None:
     warm_kernels()
-    assert _has_readonly(_ofs_ops._standardise)
+    assert _has_readonly(_ofs_kernel._standardise)
     # Learning a read-only batch afterwards uses what was loaded: no new specialisation.
-    before = len(_ofs_ops._standardise.signatures)
+    before = len(_ofs_kernel._standardise.signatures)
     X = np.ones((2, 3))
     X.flags.writeable = False
     from featurestream.selectors.ofs import OFS, OFSParams
@@ -42,7 +42,7 @@ def test_warm_kernels_loads_the_read_only_specialisations() -> None:
     OFS.start(OFSParams.from_mapping({"num_features": 2}), ["a", "b", "c"]).learn_instances(
         X, np.array([1.0, -1.0])
     )
-    assert len(_ofs_ops._standardise.signatures) == before
+    assert len(_ofs_kernel._standardise.signatures) == before
 
 
 def test_a_server_warms_its_kernels_in_the_background_and_serves_meanwhile() -> None:

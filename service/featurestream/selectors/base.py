@@ -215,7 +215,9 @@ class FeatureSelector(Selector[P, S]):
     @classmethod
     def check_target(cls, params: P, y: Vector) -> None:
         """Selector-specific checks of the target (e.g. binary labels); raise InvalidInput."""
-        if cls.requires_discrete(params):
+        if cls.requires_discrete(params) and np.unique(y).shape[0] > 2:
+            # A class target is coded by the tests themselves (discrete_target);
+            # a continuous one must already hold codes.
             check_codes(y[None, :], field="target")
 
     @classmethod
@@ -278,9 +280,9 @@ class FeatureSelector(Selector[P, S]):
         it raises, the batch stops and the state is left to the caller to restore.
         """
         names = list(names)
-        A, values, sparse = feature_batch(names, X, self.n_instances, groups)
+        A, _, sparse = feature_batch(names, X, self.n_instances, groups)
         if self.requires_discrete(self.params):
-            check_codes(values if sparse else A, field="features")
+            check_codes(A, field="features", names=names)
         self.check_groups(names, groups)
         if not names:
             return []

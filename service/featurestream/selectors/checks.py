@@ -22,21 +22,37 @@ FloatArray = npt.NDArray[np.float64]
 MAX_LEVELS = 1024
 
 
-def check_codes(A: FloatArray, *, field: str) -> None:
+def check_codes(A: Any, *, field: str, names: Sequence[str] | None = None) -> None:
     """Discrete data must hold integer codes 0..L-1 (docs/algorithms.md, "Discrete tests").
 
+    ``A`` holds one column per row (a CSR matrix: its stored values are checked);
+    with ``names``, the error names the first offending column and points at it.
     L is capped at MAX_LEVELS: the tests build count tables of L_a x L_b cells per
     stratum, so one stray large code would otherwise allocate gigabytes, and a
     G2/chi2 test with that many degrees of freedom is never reliable anyway.
     """
-    if A.size and (not np.all(A >= 0) or not np.all(np.floor(A) == A)):
-        raise InvalidInput("Discrete tests need non-negative integer codes 0..L-1.", field=field)
-    if A.size and A.max() >= MAX_LEVELS:
-        raise InvalidInput(
-            f"Discrete tests support at most {MAX_LEVELS} levels (codes 0..{MAX_LEVELS - 1}); "
-            f"got a code of {A.max():g}.",
-            field=field,
+    values = np.asarray(A.data if is_sparse(A) else A, dtype=np.float64)
+    if not values.size:
+        return
+    bad = (values < 0) | (np.floor(values) != values) | (values >= MAX_LEVELS)
+    if not bad.any():
+        return
+    flat = int(np.argmax(bad.reshape(-1)))
+    v = float(values.reshape(-1)[flat])
+    where, what = field, "Discrete tests need"
+    if names is not None:
+        row = (
+            int(np.searchsorted(A.indptr, flat, side="right")) - 1
+            if is_sparse(A)
+            else flat // values.shape[1]
         )
+        where, what = f"{field}[{row}].values", f"Column {names[row]!r}: discrete tests need"
+    if v >= 0 and v == np.floor(v):
+        raise InvalidInput(
+            f"{what} at most {MAX_LEVELS} levels (codes 0..{MAX_LEVELS - 1}); got a code of {v:g}.",
+            field=where,
+        )
+    raise InvalidInput(f"{what} non-negative integer codes 0..L-1; got {v:g}.", field=where)
 
 
 def binary_labels(y: npt.ArrayLike, *, field: str = "y") -> FloatArray:

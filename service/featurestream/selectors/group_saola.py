@@ -190,7 +190,9 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
         super().__init__(params, state)
         # Caches rebuilt from the state alone (docs/algorithms.md, "How a selector is built").
         # su: the class numbers by first appearance (selectors/targets.py).
-        self._y_ref: Vector = discrete_target(state.y, state.n_classes)
+        self._y_ref: Vector = (
+            discrete_target(state.y, state.n_classes) if params.test == "su" else state.y
+        )
         # fisher_z: one standardised row per target column (y, or the K class
         # indicators of a multi-class target; docs/algorithms.md, "Targets").
         self._y_refs: list[Vector] = []

@@ -202,12 +202,14 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
     * sign(0) is +1: the prediction is +1 when w . x >= 0, and a mistake is
       counted when it differs from y (so the first instance of a fresh stream,
       with w = 0, is a mistake exactly when its label is -1).
-    * Every sum (w . x, ||w||^2) runs over the non-zeros of w in index order,
-      elementwise products reduced along the contiguous axis, and each
-      instance's update uses the previous w, so a frame of m instances gives
-      bit for bit the same w as m frames of one instance, and a sparse
-      instance (scipy.sparse rows) the same as its dense form, at a cost of
-      O(B + nnz(x)) instead of O(d).
+    * Every sum (w . x, ||w||^2) adds its terms one after another in index
+      order, over the entries of x or the non-zeros of w, and each instance's
+      update uses the previous w, so a frame of m instances gives bit for bit
+      the same w as m frames of one instance, and a sparse instance
+      (scipy.sparse rows) the same as its dense form, at a cost of
+      O(B + nnz(x)) instead of O(d). The weights agree with other orders of
+      summation to rounding, and the decisions wherever w . x is not within
+      rounding of 0 or of the margin.
     * Partial mode (OFS-P): instance t (counted from 0 over the whole stream)
       draws from ``numpy.random.default_rng([seed, t])``: first a uniform
       number u, and when u < epsilon the min(B, d) features to observe, drawn
@@ -386,15 +388,10 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
         from featurestream.selectors import _ofs_kernel
 
         p = self.params
-        B = p.num_features
-        if p.mode == "partial":
-            return _ofs_kernel.learn_partial(
-                w, X, labels, sparse=sparse, B=B, eta=p.eta, lam=p.lam, margin=p.margin,
-                decay=p.decay, epsilon=p.epsilon, seed=p.seed, t0=t0,
-            )  # fmt: skip
-        return _ofs_kernel.learn_full(
-            w, X, labels, sparse=sparse, B=B, eta=p.eta, lam=p.lam, margin=p.margin,
-            decay=p.decay,
+        partial = (p.epsilon, p.seed, t0) if p.mode == "partial" else None
+        return _ofs_kernel.learn(
+            w, X, labels, sparse=sparse, B=p.num_features, eta=p.eta, lam=p.lam,
+            margin=p.margin, keep=1.0 - p.decay, partial=partial,
         )  # fmt: skip
 
 

@@ -170,7 +170,9 @@ class SAOLA(FeatureSelector[SAOLAParams, SAOLAState]):
         # fisher_z keeps S as dense centred unit rows, su as dense integer codes.
         members = state.members()
         # su: the class numbers by first appearance (selectors/targets.py).
-        self._y_ref: Vector = discrete_target(state.y, state.n_classes)
+        self._y_ref: Vector = (
+            discrete_target(state.y, state.n_classes) if params.test == "su" else state.y
+        )
         self._y_refs: list[tuple[Vector, float]] = []
         if params.test == "fisher_z":
             # One centred unit row per target column: y itself, or the K class

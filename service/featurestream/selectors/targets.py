@@ -403,23 +403,78 @@ def typed_labels(selector: Any, y: Any) -> tuple[dict[str, Any], FloatArray]:
     return fields, got.values
 
 
-def discrete_target(y: FloatArray, n_classes: int) -> FloatArray:
-    """The target as the discrete tests (G2, chi-square, SU) see it.
+def class_codes(
+    labels: Sequence[Any] | npt.ArrayLike, *, field: str = "y"
+) -> tuple[tuple[Label, ...], FloatArray]:
+    """The distinct labels in sorted order, and each label's code 0..K-1 among them.
 
-    A multi-class target's classes are renumbered by their first appearance in
-    y: the number each class gets then depends only on which rows hold it, not
-    on its label, so the count tables and their sums, to the last bit, are the
-    same under any relabelling. One column (n_classes 0) is y as it is.
+    Numbers or strings (not a mix), checked as :func:`resolve_target` checks them.
+
+    >>> class_codes([7, 5, 7])
+    ((5, 7), array([1., 0., 1.]))
+    >>> class_codes(["pos", "neg"])[1].tolist()
+    [1.0, 0.0]
+    """
+    a = _numeric(labels)
+    if a is not None:
+        if a.shape[0] == 0:
+            raise InvalidInput("The target must not be empty.", field=field)
+        if not np.isfinite(a).all():
+            raise InvalidInput("The target contains NaN or infinite values.", field=field)
+        distinct = np.unique(a)
+        classes = tuple(_plain_classes(distinct))
+        return classes, np.searchsorted(distinct, a).astype(np.float64)
+    items = _labels(labels, field)[0]
+    classes = tuple(sorted(set(items)))
+    return classes, codes(items, classes, field=field)
+
+
+def binary_codes(labels: Sequence[Any] | npt.ArrayLike, *, field: str = "y") -> FloatArray:
+    """Labels of at most two classes, any values or type, as 0 and 1 in sorted label order.
+
+    The binary rule of every selector sees these codes (or their +-1 form,
+    ``2 * codes - 1``), so 0/1, 1/2, -1/+1, 5/7 and two strings decide alike.
+
+    >>> binary_codes([2, 1, 2]).tolist(), binary_codes(["b", "a"]).tolist()
+    ([1.0, 0.0, 1.0], [1.0, 0.0])
+    """
+    classes, coded = class_codes(labels, field=field)
+    if len(classes) > 2:
+        raise InvalidInput(
+            f"A binary target has at most 2 classes; these labels have {len(classes)} "
+            f"({', '.join(repr(c) for c in classes[:5])}"
+            f"{', ...' if len(classes) > 5 else ''}).",
+            field=field,
+        )
+    return coded
+
+
+def discrete_target(y: FloatArray, n_classes: int) -> FloatArray:
+    """The target as the discrete tests (G2, chi-square, SU) see it: one categorical column.
+
+    The tests code a class target themselves, so no relabelling changes a
+    decision. A multi-class target's classes are renumbered by their first
+    appearance in y: the number each class gets then depends only on which rows
+    hold it, not on its label, so the count tables and their sums, to the last
+    bit, are the same under any relabelling. A two-class target (at most two
+    distinct values, whatever they are) is coded 0 and 1 in sorted label order,
+    as every binary rule codes it (:func:`binary_codes`); codes 0/1 stay as
+    they are. A continuous target (more than two values, no classes) is y as it
+    is: it must already hold codes 0..L-1.
 
     >>> discrete_target(np.array([2.0, 0.0, 2.0, 1.0]), 3).tolist()
     [0.0, 1.0, 0.0, 2.0]
+    >>> discrete_target(np.array([7.0, 5.0, 7.0]), 0).tolist()
+    [1.0, 0.0, 1.0]
     """
+    distinct, first, inverse = np.unique(y, return_index=True, return_inverse=True)
     if not n_classes:
-        return y
-    _, first, inverse = np.unique(y, return_index=True, return_inverse=True)
+        if distinct.shape[0] > 2:
+            return y
+        return np.asarray(inverse.reshape(-1), dtype=np.float64)
     rank = np.empty(first.shape[0], dtype=np.float64)
     rank[np.argsort(first, kind="stable")] = np.arange(first.shape[0], dtype=np.float64)
-    return np.asarray(rank[inverse], dtype=np.float64)
+    return np.asarray(rank[inverse.reshape(-1)], dtype=np.float64)
 
 
 def target_columns(y: FloatArray, n_classes: int) -> list[FloatArray]:
@@ -437,7 +492,9 @@ __all__ = [
     "Label",
     "Labels",
     "Target",
+    "binary_codes",
     "check_target_type",
+    "class_codes",
     "codes",
     "discrete_target",
     "indicators",

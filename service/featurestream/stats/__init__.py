@@ -8,6 +8,7 @@ Pure numpy/scipy, no I/O. Every function is deterministic and computes in float6
 from __future__ import annotations
 
 from featurestream.stats.columns import cross_dots, row_dots, standardize_rows
+from featurestream.stats.drift import ADWIN, DETECTORS, PageHinkley, detections
 from featurestream.stats.fires import fires_update, fires_update_ovr, fires_weights, top_m
 from featurestream.stats.fisher_z import (
     FisherZResult,
@@ -21,10 +22,14 @@ from featurestream.stats.scaling import Standardised, standardise_running
 from featurestream.stats.special import normal_quantile
 
 __all__ = [
+    "ADWIN",
+    "DETECTORS",
     "FisherZResult",
     "NRFSResult",
+    "PageHinkley",
     "Standardised",
     "cross_dots",
+    "detections",
     "fires_update",
     "fires_update_ovr",
     "fires_weights",

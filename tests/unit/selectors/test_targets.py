@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.datasets import load_breast_cancer, load_digits, load_wine
@@ -384,3 +385,121 @@ def test_numeric_instance_labels_resolve_as_the_general_rules(
         assert [type(c) for c in a.classes] == [type(c) for c in b.classes]
         assert type(a.first) is type(b.first)
         assert a.values.tobytes() == b.values.tobytes()
+
+
+# ------------------------------------------------------------------ class codes
+
+
+def test_class_codes_number_the_classes_in_sorted_label_order() -> None:
+    from featurestream.selectors.targets import class_codes
+
+    assert class_codes([7, 5, 7, 9]) == ((5, 7, 9), pytest.approx(np.array([1.0, 0.0, 1.0, 2.0])))
+    classes, coded = class_codes(["pos", "neg", "pos"])
+    assert classes == ("neg", "pos") and coded.tolist() == [1.0, 0.0, 1.0]
+    assert class_codes(np.array([2.5, -1.0]))[1].tolist() == [1.0, 0.0]
+    with pytest.raises(InvalidInput, match="not a mix"):
+        class_codes(["a", 1])
+    with pytest.raises(InvalidInput, match="NaN"):
+        class_codes([1.0, float("nan")])
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        [0, 1, 1, 0],
+        [1, 2, 2, 1],
+        [-1, 1, 1, -1],
+        [5, 7, 7, 5],
+        ["a", "b", "b", "a"],
+        [0.5, 3.0, 3.0, 0.5],
+    ],
+)
+def test_binary_codes_are_0_and_1_in_sorted_label_order(labels: list[Any]) -> None:
+    from featurestream.selectors.targets import binary_codes
+
+    assert binary_codes(labels).tolist() == [0.0, 1.0, 1.0, 0.0]
+    assert binary_codes(np.array(labels)).tolist() == [0.0, 1.0, 1.0, 0.0]
+    assert binary_codes(labels[1:3]).tolist() == [0.0, 0.0]  # one class: code 0
+
+
+def test_binary_codes_refuse_a_third_class_naming_the_labels() -> None:
+    from featurestream.selectors.targets import binary_codes
+
+    with pytest.raises(InvalidInput, match=r"at most 2 classes; these labels have 3 \(1, 2, 3\)"):
+        binary_codes([1, 2, 3], field="target")
+
+
+def test_discrete_target_codes_two_classes_in_sorted_order() -> None:
+    from featurestream.selectors.targets import discrete_target
+
+    for lo, hi in ((0.0, 1.0), (1.0, 2.0), (-1.0, 1.0), (5.0, 7.0)):
+        y = np.array([hi, lo, hi, hi])
+        assert discrete_target(y, 0).tolist() == [1.0, 0.0, 1.0, 1.0]
+    assert discrete_target(np.array([3.0, 3.0]), 0).tolist() == [0.0, 0.0]
+    # Multi-class: by first appearance, so the count tables never depend on the labels.
+    assert discrete_target(np.array([2.0, 0.0, 2.0, 1.0]), 3).tolist() == [0.0, 1.0, 0.0, 2.0]
+    # A continuous target (more than two values, no classes) must hold codes as it is.
+    y = np.array([0.0, 2.0, 1.0])
+    assert discrete_target(y, 0) is y
+
+
+# ------------------------------------------------------------------ discrete tests, two classes
+
+BINARY_RELABELS: list[tuple[Any, Any]] = [
+    (0, 1),
+    (1, 0),
+    (1, 2),
+    (-1, 1),
+    (5, 7),
+    (7, 5),
+    ("a", "b"),
+    ("yes", "no"),
+]
+
+
+def _binned_breast_cancer() -> tuple[np.ndarray, np.ndarray]:
+    """12 breast-cancer columns binned at their terciles to codes 0..2."""
+    X = BC_X[:, :12]
+    cuts = np.quantile(X, [1 / 3, 2 / 3], axis=0)
+    return (cuts[0] < X).astype(int) + (cuts[1] < X).astype(int), BC_Y
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "params"), [*DISCRETE_RUNS, ("osfs", {"test": "g2", "max_k": 2})]
+)
+def test_discrete_tests_decide_alike_for_any_two_labels(
+    algorithm: str, params: dict[str, Any]
+) -> None:
+    """The issue's finding: chi2 of one feature was 10.24 with 0/1 and 5.12 with 1/2, and -1/+1
+    was refused; every discrete test codes a two-class target itself."""
+    X, y = _binned_breast_cancer()
+    base = feature_run(algorithm, params, X, y)
+    assert base[2]
+    for lo, hi in BINARY_RELABELS:
+        run = feature_run(algorithm, params, X, [hi if v else lo for v in y])
+        # Swapped classes (hi < lo) may change a score in its last bit, never a decision.
+        assert _decisions(run) == _decisions(base), (lo, hi)
+        if (lo < hi) if type(lo) is type(hi) else True:
+            assert run[1] == base[1] and run[2] == base[2], (lo, hi)
+
+
+def _decisions(run: Any) -> Any:
+    return (
+        [(*d[:4], d[5]) for d in run[1]],
+        [f.name for f in run[2]],
+        [pytest.approx(d[4], rel=1e-9) for d in run[1]],
+    )
+
+
+def test_an_invalid_feature_code_is_refused_naming_the_feature() -> None:
+    cls: Any = REGISTRY["osfs"]
+    sel = cls.start(cls.params_type(test="g2"), np.array([-1.0, 1.0, 1.0, -1.0]))
+    with pytest.raises(InvalidInput, match="Column 'b': discrete tests need non-negative") as exc:
+        sel.learn_features(["a", "b"], np.array([[0.0, 1, 1, 0], [0.0, -1, 1, 0]]))
+    assert exc.value.field == "features[1].values"
+    with pytest.raises(InvalidInput, match=r"Column 'b'.*got 0\.5") as exc:
+        sel.learn_features(["a", "b"], sp.csr_matrix(np.array([[0.0, 1, 1, 0], [0.0, 0, 0.5, 0]])))
+    assert exc.value.field == "features[1].values"
+    with pytest.raises(InvalidInput, match=r"Column 'a'.*at most 1024 levels"):
+        sel.learn_features(["a"], np.array([[0.0, 5000, 1, 0]]))
+    assert sel.state.features_seen == 0
