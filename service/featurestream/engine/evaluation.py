@@ -32,7 +32,8 @@ the time budget of a request (``request_time_budget``: ``413
 request-too-expensive`` past it, checked between fits), and it stops at its
 next check when every caller that asked for it has gone. At most
 ``MAX_QUEUED_PER_TENANT`` distinct queries of one tenant, and ``MAX_QUEUED``
-in all, run or wait at once; past that, ``429 quota-exceeded``.
+in all, run or wait at once; past that, ``429 quota-exceeded``. They take
+their turns tenant after tenant (``fairness.py``).
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ import numpy as np
 import numpy.typing as npt
 
 from featurestream.engine.budget import Budget
+from featurestream.engine.fairness import FairGate
 from featurestream.errors import EvaluationUnavailable, InvalidInput, LimitExceeded, QuotaExceeded
+from featurestream.offload import EVALUATION_THREADS
 
 T = TypeVar("T")
 Run = Callable[[Callable[[], T]], Awaitable[T]]
@@ -100,6 +103,7 @@ class EvaluationCache:
         self.tenants: Counter[str | None] = Counter()
         self.waiters: Counter[tuple[Any, ...]] = Counter()
         self.work: dict[tuple[Any, ...], Work] = {}
+        self.gate = FairGate(EVALUATION_THREADS)
 
     def get(self, key: tuple[Any, ...]) -> dict[str, Any] | None:
         doc = self._items.get(key)
@@ -400,7 +404,11 @@ def _start(
     work = Work(Budget(budget, "fits", (len(view.state.selected) + 1) * folds * repeats))
 
     async def compute() -> dict[str, Any]:
-        out = await run(lambda: cross_validation(view, model, folds, repeats, work))
+        # One tenant's turn after another's (engine/fairness.py), not first come.
+        async with cache.gate.turn(tenant):
+            if work.abandoned:
+                raise Abandoned
+            out = await run(lambda: cross_validation(view, model, folds, repeats, work))
         cache.put(key, out)
         return out
 
