@@ -8,68 +8,26 @@ pending are claimed, and hostile messages all end in the dead letters.
 
 from __future__ import annotations
 
-import io
 import json
-import os
 import random
-import shutil
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
-import httpx
-import numpy as np
 import pytest
 import redis
 
 from featurestream.ingest.redis_source import position
 from featurestream.store.keys import stream_keys
 from tests.conftest import RedisServer
-from tests.support import ServeProcess, free_port
+from tests.service.ingest_support import Sent, batch_seqs, consumer, messages, procs, reference
+from tests.support import free_port
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(240)]
 
-D = 8
-NAMES = [f"x{i}" for i in range(D)]
-CREATE = {"algorithm": "ofs", "params": {"num_features": 3}, "feature_names": NAMES}
 GROUP = "g"
-JSON = {"content-type": "application/json"}
-
-
-@dataclass
-class Sent:
-    key: str
-    entry_id: str
-    stream: str
-    fields: dict[str, Any]
-    X: np.ndarray | None = None
-    y: np.ndarray | None = None
-    npy: bool = False
-    hostile: bool = False
-
-
-def npy(A: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.save(buf, A)
-    return buf.getvalue()
-
-
-def source_url(redis_url: str, keys: list[str], **options: Any) -> str:
-    query = "&".join([f"key={k}" for k in keys] + [f"group={GROUP}"])
-    query += "".join(f"&{k}={v}" for k, v in options.items())
-    return redis_url.replace("redis://", "redis-stream://", 1) + "?" + query
-
-
-def consumer(redis_url: str, prefix: str, source: str, name: str) -> subprocess.Popen[bytes]:
-    exe = shutil.which("featurestream")
-    cmd = [exe] if exe else [sys.executable, "-m", "featurestream"]
-    cmd += ["consume", source, "--store", redis_url, "--name", name, "--log-level", "error"]
-    env = {**os.environ, "FEATURESTREAM_KEY_PREFIX": prefix}
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+__all__ = ["procs"]  # a fixture
 
 
 def publish(
@@ -80,36 +38,19 @@ def publish(
     seed: int,
     started: set[str] | None = None,
 ) -> list[Sent]:
-    """``count`` messages over ``streams`` streams, each stream on one key; 2% hostile."""
-    rng = np.random.default_rng(seed)
-    sent: list[Sent] = []
-    started = set() if started is None else started
-    for k in range(count):
-        sid = f"s{rng.integers(streams)}"
-        key = keys[int(sid[1:]) % len(keys)]
-        X = rng.normal(size=(5, D))
-        y = np.where(X[:, 0] + 0.3 * X[:, 1] > 0, 1.0, -1.0)
-        fields: dict[str, Any] = {"stream": sid, "kind": "instances"}
-        hostile = k % 50 == 25 and sid in started
-        if sid not in started:
-            fields["create"] = json.dumps({**CREATE, "id": sid})
-            started.add(sid)
-        as_npy = bool(k % 2)
-        if hostile:
-            bad = k // 50 % 3
-            if bad == 0:  # truncated .npy
-                fields |= {"content-type": "application/x-npy", "body": npy(X)[:-9]}
-            elif bad == 1:  # wrong shape
-                fields["body"] = json.dumps({"X": X[:, :3].tolist(), "y": y.tolist()})
-            else:  # unknown stream, no create
-                fields = {"stream": "nowhere", "kind": "instances", "body": b"{}"}
-        elif as_npy:
-            fields |= {"content-type": "application/x-npy", "body": npy(np.column_stack([X, y]))}
-        else:
-            fields["body"] = json.dumps({"X": X.tolist(), "y": y.tolist()})
-        entry_id = r.xadd(key, fields).decode()
-        sent.append(Sent(key, entry_id, sid, fields, X, y, as_npy, hostile))
+    """The messages of :func:`messages`, each stream's on one of ``keys``."""
+    sent = messages(streams, count, seed, started)
+    for s in sent:
+        s.key = keys[int(s.stream[1:]) % len(keys)]
+        s.ref = r.xadd(s.key, s.fields).decode()
+        s.position = position(s.ref)
     return sent
+
+
+def source_url(redis_url: str, keys: list[str], **options: Any) -> str:
+    query = "&".join([f"key={k}" for k in keys] + [f"group={GROUP}"])
+    query += "".join(f"&{k}={v}" for k, v in options.items())
+    return redis_url.replace("redis://", "redis-stream://", 1) + "?" + query
 
 
 def drained(r: redis.Redis, keys: list[str]) -> bool:
@@ -119,44 +60,6 @@ def drained(r: redis.Redis, keys: list[str]) -> bool:
         if g is None or g["pending"] or g["lag"]:
             return False
     return True
-
-
-def reference(redis_url: str, sent: list[Sent]) -> str:
-    """The same messages written over HTTP, in the same order: the stored states' prefix."""
-    prefix = f"fsref-{random.getrandbits(40):x}"
-    server = ServeProcess(redis_url, prefix=prefix).start()
-    try:
-        with httpx.Client(base_url=server.url, timeout=30) as http:
-            for s in sent:
-                if s.hostile:
-                    continue
-                if "create" in s.fields:
-                    r = http.post("/v1/streams", content=s.fields["create"], headers=JSON)
-                    assert r.status_code == 201, r.text
-                if s.npy:
-                    r = http.post(
-                        f"/v1/streams/{s.stream}/instances",
-                        content=npy(np.column_stack([s.X, s.y])),
-                        headers={"content-type": "application/x-npy", "X-Label-Column": "last"},
-                    )
-                else:
-                    r = http.post(
-                        f"/v1/streams/{s.stream}/instances", content=s.fields["body"], headers=JSON
-                    )
-                assert r.status_code == 200, r.text
-    finally:
-        server.stop()
-    return prefix
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-            p.wait(10)
 
 
 @pytest.mark.slow
@@ -171,13 +74,11 @@ def test_killed_consumers_apply_every_message_exactly_once(
     for name in names:
         procs.append(consumer(redis_url, key_prefix, source, name))
     rng = random.Random(3)
-    killed: list[str] = []
     for k in range(3):
         time.sleep(rng.uniform(0.3, 1.0))
         i = rng.randrange(3)
         procs[i].send_signal(signal.SIGKILL)
         procs[i].wait(10)
-        killed.append(names[i])
         # Half come back under their own name (their pending entries are theirs again),
         # half under a new one (theirs are claimed by whoever holds the key).
         names[i] = names[i] if k % 2 else f"{names[i]}-{k}"
@@ -196,17 +97,14 @@ def test_killed_consumers_apply_every_message_exactly_once(
             assert c["pending"] == 0, c
     # Exactly once: each stream's batches are its good messages' positions, in order.
     for sid in {s.stream for s in sent if not s.hostile}:
-        raw = r.xrange(stream_keys(key_prefix, sid).events)
-        seqs = [
-            e["seq"] for _, f in raw for e in json.loads(f[b"e"])["events"] if e["type"] == "batch"
-        ]
-        wanted = [position(s.entry_id) for s in sent if s.stream == sid and not s.hostile]
+        seqs = batch_seqs(r.xrange(stream_keys(key_prefix, sid).events))
+        wanted = [position(s.ref) for s in sent if s.stream == sid and not s.hostile]
         assert seqs == wanted, sid
     # Every hostile message is dead-lettered once, with its problem and position.
     dead = [(k, f) for k in keys for _, f in r.xrange(f"{k}:dead")]
     got = sorted((f[b"source"].decode(), f[b"position"].decode()) for _, f in dead)
     problems = [json.loads(f[b"problem"])["detail"] for _, f in dead]
-    assert got == sorted((s.key, s.entry_id) for s in sent if s.hostile), problems
+    assert got == sorted((s.key, s.ref) for s in sent if s.hostile), problems
     for _, f in dead:
         problem = json.loads(f[b"problem"])
         assert problem["status"] in (404, 422), problem
@@ -248,14 +146,8 @@ def test_a_store_outage_pauses_consumption_and_it_resumes(
             time.sleep(0.2)
         s = redis.Redis.from_url(store.url)
         for sid in {x.stream for x in sent if not x.hostile}:
-            raw = s.xrange(stream_keys(key_prefix, sid).events)
-            seqs = [
-                e["seq"]
-                for _, f in raw
-                for e in json.loads(f[b"e"])["events"]
-                if e["type"] == "batch"
-            ]
-            wanted = [position(x.entry_id) for x in sent if x.stream == sid and not x.hostile]
+            seqs = batch_seqs(s.xrange(stream_keys(key_prefix, sid).events))
+            wanted = [position(x.ref) for x in sent if x.stream == sid and not x.hostile]
             assert seqs == wanted, sid
     finally:
         store.kill()

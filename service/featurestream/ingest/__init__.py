@@ -1,8 +1,10 @@
-"""Consuming a log: messages from Redis Streams applied to streams, exactly once in effect.
+"""Consuming a log: messages from Redis, NATS or Kafka applied exactly once in effect.
 
 ``messages.py`` reads a message into what it asks of a stream,
 ``applier.py`` applies a partition's messages through the engine's writes,
-``redis_source.py`` consumes Redis Streams in a consumer group, and
+``redis_source.py`` consumes Redis Streams in a consumer group,
+``nats_source.py`` a NATS JetStream durable consumer, ``kafka_source.py`` a
+Kafka consumer group, and
 ``command.py`` is ``featurestream consume SOURCE`` and :func:`consume`.
 """
 

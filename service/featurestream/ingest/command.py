@@ -33,31 +33,45 @@ async def consume(
 ) -> ConsumerStats:
     """Apply the messages of ``source`` until ``stop`` is set; what was settled.
 
-    ``source`` is ``redis-stream://host:port/db?key=K&group=G`` (docs/api.md,
-    "Consuming from a log"); ``name`` the consumer's name in its group
-    (default: host and process id); ``tenant`` the tenant whose streams the
-    messages name.
+    ``source`` is ``redis-stream://host:port/db?key=K&group=G`` or
+    ``nats://host:port/STREAM?consumer=C`` or ``kafka://host:port/TOPIC?group=G``
+    (docs/api.md, "Consuming from a log"); ``name`` the consumer's name in its
+    group (default: host and process id); ``tenant`` the tenant whose streams
+    the messages name.
     """
     from featurestream.engine import StreamEngine
-    from featurestream.ingest import redis_source
+    from featurestream.ingest import kafka_source, nats_source, redis_source
     from featurestream.ingest.applier import Applier
     from featurestream.store import open_store
 
     settings = settings or Settings()
     if tenant is not None and (not tenant or "~" in tenant):
         raise InvalidInput(f"A tenant is a non-empty name without '~'; got {tenant!r}.")
-    parsed = redis_source.parse(source)
     stop = stop or asyncio.Event()
     stats = stats or ConsumerStats()
+    name = name or redis_source.default_consumer()
+    scheme = source.partition("://")[0]
+    if scheme == nats_source.SCHEME:
+        parsed_nats = nats_source.parse(source)
+    elif scheme == kafka_source.SCHEME:
+        parsed_kafka = kafka_source.parse(source)
+    else:
+        parsed = redis_source.parse(source)
     store = open_store(settings)
     await store.open()
     try:
         applier = Applier(StreamEngine(store, settings), tenant)
-        consumer = redis_source.RedisConsumer(
-            parsed, applier, name=name, prefix=settings.key_prefix, stats=stats
-        )
-        log.info("consumer %s reading %s", consumer.name, source)
-        await consumer.run(stop)
+        log.info("consumer %s reading %s", name, source)
+        if scheme == nats_source.SCHEME:
+            await nats_source.NatsConsumer(parsed_nats, applier, name=name, stats=stats).run(stop)
+        elif scheme == kafka_source.SCHEME:
+            kafka = kafka_source.KafkaConsumer(parsed_kafka, applier, name=name, stats=stats)
+            await kafka.run(stop)
+        else:
+            consumer = redis_source.RedisConsumer(
+                parsed, applier, name=name, prefix=settings.key_prefix, stats=stats
+            )
+            await consumer.run(stop)
     finally:
         await store.close()
     return stats
@@ -89,13 +103,14 @@ def add_parser(sub: Any) -> None:
     """Add ``consume`` to the ``featurestream`` command's subparsers."""
     p = sub.add_parser(
         "consume",
-        help="Apply the messages of a log (Redis Streams) to streams.",
+        help="Apply the messages of a log (Redis Streams, NATS JetStream, Kafka) to streams.",
         description="Consume SOURCE in a consumer group and apply each message to its "
         "stream, exactly once in effect. SOURCE: redis-stream://host:port/db?key=K&group=G "
+        "nats://host:port/STREAM?consumer=C or kafka://host:port[,host:port]/TOPIC?group=G "
         "(docs/api.md, Consuming from a log). The server's settings apply "
         "(FEATURESTREAM_<OPTION> in the environment).",
     )
-    p.add_argument("source", help="redis-stream://host:port/db?key=K&group=G[&claim=SECONDS]")
+    p.add_argument("source", help="redis-stream://host:port/db?key=K&group=G or nats://...")
     p.add_argument("--store", help="The state store (default: FEATURESTREAM_STORE_URL).")
     p.add_argument("--tenant", help="The tenant whose streams the messages name.")
     p.add_argument("--name", help="This consumer's name in its group (default: host-pid).")

@@ -29,7 +29,7 @@ from featurestream.selectors.decisions import (
     ScoreKind,  # scores
     SelectedFeature,
 )
-from featurestream.selectors.params import Interval, Params, StrOptions
+from featurestream.selectors.params import Interval, NoneOr, Params, StrOptions
 from featurestream.selectors.prequential import no_flags, tally
 from featurestream.selectors.targets import typed_labels
 from featurestream.stats.sparse import is_sparse
@@ -58,6 +58,7 @@ class OFSParams(Params):
         "epsilon": Interval(float, 0.0, 1.0, "right"),
         "seed": Interval(int, 0, None, "left"),
         "scale": StrOptions(("standard", "none")),
+        "half_life": NoneOr(Interval(float, 0.0, None, "neither")),
     }
     legacy: ClassVar[dict[str, Any]] = {"scale": "none"}
     descriptions: ClassVar[dict[str, str]] = {
@@ -73,6 +74,8 @@ class OFSParams(Params):
         "scale": "`standard`: each instance is standardised with the running mean and variance "
         "of every feature before OFS predicts and learns; `none`: values as sent (the "
         "published OFS; high-dimensional sparse streams)",
+        "half_life": "forgetting: w is multiplied by 2^(-1/half_life) per instance, so an "
+        "instance's step weighs half after that many newer instances; null: no forgetting",
     }
 
     num_features: int
@@ -84,6 +87,13 @@ class OFSParams(Params):
     epsilon: float = 0.2
     seed: int = 0
     scale: str = "standard"
+    half_life: float | None = None
+
+    @property
+    def keep(self) -> float:
+        """What w is multiplied by per instance: (1 - decay) 2^(-1/half_life)."""
+        forget = 1.0 if self.half_life is None else 2.0 ** (-1.0 / self.half_life)
+        return (1.0 - self.decay) * forget
 
 
 @dataclass(frozen=True)
@@ -273,6 +283,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
             {"num_features": 2, "margin": 0.0, "decay": 0.002},
             {"num_features": 2, "mode": "partial", "epsilon": 0.5, "seed": 7},
             {"num_features": 2, "mode": "partial", "epsilon": 0.5, "scale": "none"},
+            {"num_features": 2, "half_life": 20.0},
         ]
 
     @classmethod
@@ -391,7 +402,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
         partial = (p.epsilon, p.seed, t0) if p.mode == "partial" else None
         return _ofs_kernel.learn(
             w, X, labels, sparse=sparse, B=p.num_features, eta=p.eta, lam=p.lam,
-            margin=p.margin, keep=1.0 - p.decay, partial=partial,
+            margin=p.margin, keep=p.keep, partial=partial,
         )  # fmt: skip
 
 

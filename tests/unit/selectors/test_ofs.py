@@ -100,6 +100,38 @@ def test_ofs_decay_shrinks_without_step() -> None:
     np.testing.assert_allclose(sel.state.w, [0.45, 0.0, 0.9], rtol=1e-15)
 
 
+def test_ofs_half_life_scales_w_before_each_step() -> None:
+    # half_life 1: lambda = 1/2. x = 1, y = +1, eta = 0.5: w = 0 steps to 0.5; then
+    # w . x = 0.5 <= 1 steps again, w = 0.5 * 0.5 + 0.5 = 0.75; x = 4 gives 3 > 1,
+    # no step, but w still halves: 0.375.
+    sel = start(1, num_features=1, eta=0.5, half_life=1.0)
+    u = sel.learn_instances(np.array([[1.0], [1.0], [4.0]]), [1, 1, 1])
+    assert u.predictions == (1, 1, 1)
+    assert sel.state.w.tolist() == [0.375]
+
+
+def test_ofs_half_life_halves_a_step_after_that_many_instances() -> None:
+    # margin 0: the first instance steps (w . x = 0), the next 10 do not (w . x > 0).
+    sel = start(1, num_features=1, eta=0.5, margin=0.0, half_life=10.0)
+    sel.learn_instances(np.ones((11, 1)), np.ones(11))
+    assert math.isclose(sel.state.w[0], 0.25, rel_tol=1e-12)
+
+
+def test_ofs_half_life_null_is_no_forgetting() -> None:
+    rng = np.random.default_rng(2)
+    X, y = rng.normal(size=(40, 4)), (rng.random(40) < 0.5).astype(float)
+    plain, null = start(4, num_features=2), start(4, num_features=2, half_life=None)
+    plain.learn_instances(X, y)
+    null.learn_instances(X, y)
+    assert blob(plain) == blob(null)
+
+
+@pytest.mark.parametrize("value", [0.0, -1.0, float("inf"), "ten"])
+def test_ofs_half_life_must_be_positive(value: object) -> None:
+    with pytest.raises(InvalidParameter):
+        OFSParams.from_mapping({"num_features": 1, "half_life": value})
+
+
 def test_ofs_projects_onto_lam_ball() -> None:
     # lam = 1: radius 1. w~ = [0.5, 0, 1] has norm 1.118 > 1, so
     # w = w~ / 1.118 = [0.4472, 0, 0.8944] (unit norm).
@@ -423,6 +455,7 @@ def streams(
         "epsilon": draw(st.sampled_from([0.2, 1.0])),
         "seed": draw(st.integers(0, 3)),
         "scale": draw(st.sampled_from(["none", "standard"])),
+        "half_life": draw(st.sampled_from([None, 2.0, 50.0])),
     }
     cuts = sorted(set(draw(st.lists(st.integers(1, m), max_size=4))) | {m})
     return params, X, y, cuts
