@@ -29,9 +29,10 @@ from featurestream.selectors.decisions import (
     ScoreKind,  # scores
     SelectedFeature,
 )
-from featurestream.selectors.params import Interval, NoneOr, Params, StrOptions
+from featurestream.selectors.forgetting import HALF_LIFE, retention
+from featurestream.selectors.params import Interval, Params, StrOptions
 from featurestream.selectors.prequential import no_flags, tally
-from featurestream.selectors.targets import typed_labels
+from featurestream.selectors.targets import sign_code, typed_labels
 from featurestream.stats.sparse import is_sparse
 
 Index = np.ndarray[Any, np.dtype[np.intp]]
@@ -58,7 +59,7 @@ class OFSParams(Params):
         "epsilon": Interval(float, 0.0, 1.0, "right"),
         "seed": Interval(int, 0, None, "left"),
         "scale": StrOptions(("standard", "none")),
-        "half_life": NoneOr(Interval(float, 0.0, None, "neither")),
+        "half_life": HALF_LIFE,
     }
     legacy: ClassVar[dict[str, Any]] = {"scale": "none"}
     descriptions: ClassVar[dict[str, str]] = {
@@ -92,8 +93,7 @@ class OFSParams(Params):
     @property
     def keep(self) -> float:
         """What w is multiplied by per instance: (1 - decay) 2^(-1/half_life)."""
-        forget = 1.0 if self.half_life is None else 2.0 ** (-1.0 / self.half_life)
-        return (1.0 - self.decay) * forget
+        return (1.0 - self.decay) * retention(self.half_life, 1)
 
 
 @dataclass(frozen=True)
@@ -344,11 +344,13 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
 
         p = self.params
         s = self.state
-        # docs/algorithms/ofs.md: labels in {0, 1} or {-1, +1}, 0 means -1; else an error.
-        # A stream with a target type also takes any two labels (docs/algorithms.md, "Targets").
-        target, labels = typed_labels(self, y)
+        # docs/algorithms/ofs.md, "Class targets": any two labels, the lower coded -1; a
+        # stream stored before target types keeps {0, 1} or {-1, +1}, 0 meaning -1.
+        target, labels = typed_labels(self, y, any_two=True)
         before = self._order()
         w = s.w.copy()  # the private copy the kernel updates in place
+        if _flips(s.classes, target.get("classes", s.classes)):
+            w = 0.0 - w  # learnt with the sign its class turns out not to have (+0.0 stays)
         # The per-instance loop is compiled (_ofs_kernel): each update needs the
         # previous w, so there is nothing to vectorise across instances.
         sparse = is_sparse(X)
@@ -404,6 +406,11 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
             w, X, labels, sparse=sparse, B=p.num_features, eta=p.eta, lam=p.lam,
             margin=p.margin, keep=p.keep, partial=partial,
         )  # fmt: skip
+
+
+def _flips(before: tuple[Any, ...], after: tuple[Any, ...]) -> bool:
+    """Whether the one class seen before codes otherwise among the classes seen after."""
+    return len(before) == 1 and sign_code(before[0], before) != sign_code(before[0], after)
 
 
 def _selected_order(w: Vector) -> np.ndarray[Any, np.dtype[np.intp]]:
