@@ -305,6 +305,84 @@ def _writes(lines: list[str]) -> None:
     ]
 
 
+def _consuming(lines: list[str]) -> None:
+    lines += [
+        "## Consuming from a log",
+        "",
+        "`featurestream consume SOURCE` (in Python: `featurestream.ingest.consume`) reads",
+        "a log in a consumer group and applies each message to its stream through the",
+        "same engine as the HTTP writes, with the server's settings (`FEATURESTREAM_*`,",
+        "`--store`) and as one tenant (`--tenant`; none by default).",
+        "",
+        "* `redis-stream://host:port/db?key=K&group=G`: Redis Streams. Repeat `key=`",
+        "  (or give `key=K1,K2`) for several partitions. Options: `claim=` (seconds,",
+        "  default 30: a consumer's lease on a key, and how long an entry stays pending",
+        "  with a consumer before another claims it), `count=` (entries per read, 100),",
+        "  `block=` (seconds a read waits, 1), `dead=` (the dead-letter key, default",
+        "  `<key>:dead`), `dead_max=` (dead letters kept per key, 100000).",
+        "* `nats://host:port/STREAM?consumer=C`: NATS JetStream (the `consume` extra,",
+        "  nats-py). `C` is a durable pull consumer of the stream (made if missing, with",
+        "  explicit acknowledgements and `ack_wait` = `claim`). Options: `claim=`",
+        "  (seconds, default 30), `count=` (messages per fetch, 100), `block=` (seconds a",
+        "  fetch waits, 1), `dead=` (the dead-letter subject, default `<STREAM>.dead`,",
+        "  kept by a stream `<STREAM>-dead` made for it when no stream keeps it).",
+        "* `kafka://host:port[,host:port]/TOPIC?group=G`: Kafka (the `consume` extra,",
+        "  confluent-kafka). The group owns the partitions; offsets are committed after",
+        "  the commit, never automatically. Options: `count=` (records per poll, 100),",
+        "  `block=` (seconds a poll waits, 1), `dead=` (the dead-letter topic, default",
+        "  `<TOPIC>.dead`).",
+        "",
+        "A message carries what an HTTP write carries. A Redis Streams entry has the",
+        "fields `stream` (the stream id), `kind` (`features`, `groups` or `instances`),",
+        "`content-type` (`application/json` by default, `application/x-npy`,",
+        "`application/x-npz`), `body` (the bytes an HTTP write of that kind takes, e.g.",
+        '`{"X": [[...]], "y": [...]}` for instances; an `.npy` or `.npz` body of',
+        "instances carries the labels of a supervised stream in its last column, as a",
+        "binary WebSocket frame does) and, optionally, `create` (the JSON body of",
+        "`POST /v1/streams`, used when the stream does not exist yet; its `id`, if any,",
+        "is the message's stream). A body names no `producer` or `seq`. A NATS message",
+        "carries the same as headers `stream`, `kind`, `content-type`, `create`, and the",
+        "body as its data; a Kafka record has the stream id as its key, the headers",
+        "`kind`, `content-type`, `create`, and the body as its value.",
+        "",
+        "Exactly once in effect. Each partition is a producer (`redis:<key>`,",
+        "`nats:<stream>`, `kafka:<topic>:<partition>`) and each message's position in it",
+        "the message's `seq`: a Redis entry `ms-n` has the position `ms * 2^20 + n` (an",
+        "entry whose `n` is 2^20 or more is refused), a NATS message its stream sequence,",
+        "a Kafka record its offset plus one. Positions",
+        "increase but may skip (deleted entries, other streams' messages), so for these",
+        "producers the sequence rule is: a `seq` above the producer's last applied one is",
+        "applied, whatever the distance (never a gap), and one at or below it is a replay,",
+        "answered from its stored response and applied no second time, or, when its",
+        "response has left the replay window, taken as applied. A message is",
+        "acknowledged only after the commit that applied it. Consecutive `instances`",
+        "messages for one stream are applied as one commit, as WebSocket frames are.",
+        "",
+        "At most one consumer of a group reads a partition at a time (a lease renewed",
+        "while it reads); Redis consumers share the keys, each taking at most its share.",
+        "The holder of a Redis key claims (`XAUTOCLAIM`) the entries that another",
+        "consumer left pending beyond `claim` seconds and applies them before anything",
+        "newer; a NATS consumer that takes the lease over waits `claim` seconds, so that",
+        "the messages its predecessor left unacknowledged are delivered again first.",
+        "A Kafka consumer that loses a partition in a rebalance while applying it goes",
+        "on in the partition's order, as its new owner does from the last committed",
+        "offset: whichever comes second finds each record applied.",
+        "",
+        "A message that cannot be applied (a bad body, an unknown stream without",
+        "`create`, any `4xx`) goes to the dead letters (`XADD` to `<key>:dead`, in the",
+        "same transaction as its acknowledgement) with its own fields and `problem` (its",
+        "problem document), `source` (the key), `position` (its entry id) and `group`;",
+        "NATS publishes it to the dead-letter subject with its own headers and",
+        "`Problem`, `Source`, `Position` (de-duplicated by position), then acknowledges",
+        "it; Kafka produces it to the dead-letter topic with its key, headers, `problem`",
+        "and `position` (`<partition>:<offset>`) before committing its offset (a dead",
+        "letter may then be produced twice). Consumption goes on. While the store does",
+        "not answer, nothing is acknowledged: the consumer pauses and applies the same",
+        "messages once it answers.",
+        "",
+    ]
+
+
 def _history(lines: list[str]) -> None:
     lines += [
         "## History, stability, evaluation",
@@ -520,6 +598,7 @@ def render_api() -> str:
     _websockets(lines)
     _array_bodies(lines)
     _writes(lines)
+    _consuming(lines)
     _history(lines)
     _errors(lines)
     _schemas(lines, spec.get("components", {}).get("schemas", {}))

@@ -1,8 +1,10 @@
-"""The server's commands of the ``featurestream`` command line: ``serve``, ``bench``, ``compare``.
+"""The server's commands of the ``featurestream`` command line: ``serve``, ``bench``, ``compare``,
+``consume``.
 
-``serve`` runs the server, ``bench`` measures it and ``compare`` judges
-feature-stream selectors on data sets through it (:mod:`featurestream.compare`). The client commands
-(``replay``, ``selected``, ``events``, ``streams``, ``status``) belong to the
+``serve`` runs the server, ``bench`` measures it, ``compare`` judges
+feature-stream selectors on data sets through it (:mod:`featurestream.compare`)
+and ``consume`` applies a log's messages to streams (:mod:`featurestream.ingest`).
+The client commands (``replay``, ``selected``, ``events``, ``streams``, ``status``) belong to the
 client package; the entry point (:mod:`featurestream._entry`) adds them to
 this parser, so that one ``featurestream`` command offers all.
 """
@@ -107,6 +109,9 @@ def build_parser(*more_commands: Callable[[Any], None]) -> argparse.ArgumentPars
     from featurestream.compare.command import add_parser as add_compare
 
     add_compare(sub)
+    from featurestream.ingest.command import add_parser as add_consume
+
+    add_consume(sub)
     for add_commands in more_commands:
         add_commands(sub)
     return parser

@@ -112,7 +112,9 @@ def test_bad_instances_are_422_and_change_nothing(client: TestClient) -> None:
     good = [[0.0] * 100]
     cases = [
         {"X": good},  # OFS needs labels
-        {"X": good, "y": [2]},  # not a binary label
+        {"X": good, "y": [0.5]},  # not a class label
+        {"X": good * 3, "y": [5, 6, 7]},  # three classes
+        {"X": good * 2, "y": ["a", 1]},  # strings mixed with numbers
         {"X": [[0.0] * 99], "y": [1]},  # wrong width
         {"X": [[0.0] * 100, [0.0] * 99], "y": [1, 1]},  # ragged
         {"X": good, "y": [1, 0]},  # label count
@@ -128,6 +130,27 @@ def test_bad_instances_are_422_and_change_nothing(client: TestClient) -> None:
     assert r.status_code == 422
     assert client.get("/v1/streams/o/status").json()["instances_seen"] == 0
     assert client.get("/v1/streams/o/selected").json()["version"] == 0
+
+
+def test_ofs_any_two_labels_select_alike(client: TestClient) -> None:
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(60, 100))
+    y01 = (X[:, 3] - X[:, 50] > 0).astype(int)
+    answers = []
+    for sid, (low, high) in {
+        "l01": (0, 1),
+        "l57": (5, 7),
+        "lab": ("a", "b"),
+        "l10": (1, 0),
+    }.items():
+        create(client, sid, "ofs", {"num_features": 4})
+        y = [high if v else low for v in y01.tolist()]
+        r = client.post(f"/v1/streams/{sid}/instances", json={"X": X.tolist(), "y": y})
+        assert r.status_code == 200, r.text
+        answers.append(client.get(f"/v1/streams/{sid}/selected").json()["features"])
+    assert len(answers[0]) == 4
+    assert answers[1] == answers[2] == answers[0]  # the same order: the same weights
+    assert answers[3] == [{**f, "score": -f["score"]} for f in answers[0]]  # reversed
 
 
 def test_instance_stream_create_errors(client: TestClient) -> None:

@@ -21,3 +21,11 @@ def test_one_wording_for_each_refusal() -> None:
         "seq 1 of producer 'p' is older than the replay window; the next expected seq is 5."
     )
     assert gap.fields()["expected_seq"] == old.fields()["expected_seq"] == 5
+
+
+def test_a_logs_positions_may_skip_but_never_go_back() -> None:
+    assert classify(9, 4, log=True) == Fresh(9)
+    assert classify(5, 4, log=True) == Fresh(5)
+    assert classify(4, 4, log=True) == Replay(4, 5)
+    assert classify(2, 4, log=True) == Replay(2, 5)
+    assert classify(1, 0, log=True) == Fresh(1)

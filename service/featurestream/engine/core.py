@@ -280,11 +280,25 @@ class StreamEngine:
         folds: int,
         repeats: int,
         run: judged.Run[dict[str, Any]],
+        *,
+        tenant: str | None = None,
     ) -> dict[str, Any]:
-        """How good the current selection is (``evaluation.py``); heavy work goes to ``run``."""
+        """How good the current selection is (``evaluation.py``); heavy work goes to ``run``,
+        held to ``request_time_budget`` once it runs."""
         judged.check_query(model, folds, repeats)
         view = await self._view(stream_id)
-        return await judged.evaluate(view, self.evaluations, stream_id, model, folds, repeats, run)
+        budget = self.settings.request_time_budget
+        return await judged.evaluate(
+            view,
+            self.evaluations,
+            stream_id,
+            model,
+            folds,
+            repeats,
+            run,
+            tenant=tenant,
+            budget=budget,
+        )
 
     async def _view(self, stream_id: str) -> judged.StateView:
         """The committed state of the stream, as the store holds it now."""
@@ -314,8 +328,13 @@ class StreamEngine:
         groups: Sequence[str | None] | None = None,
         producer: str = "default",
         seq: int | None = None,
+        log: bool = False,
     ) -> WriteResult:
-        """Append b feature columns (``X`` is ``(b, n)`` feature-major), in order."""
+        """Append b feature columns (``X`` is ``(b, n)`` feature-major), in order.
+
+        ``log``: the producer is a log's partition, whose seqs may skip
+        (``sequencing.py``).
+        """
         limit = self.settings.max_columns_per_request
         if X.shape[0] > limit:
             raise LimitExceeded(
@@ -363,7 +382,9 @@ class StreamEngine:
             outcome = self._outcome(live, version, events, chosen, before, seq, producer)
             return wire.features_written(written, docs), outcome
 
-        return await self._write(stream_id, "features", producer, seq, digest, prepare, apply)
+        return await self._write(
+            stream_id, "features", producer, seq, digest, prepare, apply, log=log
+        )
 
     async def add_instances(
         self,
@@ -405,7 +426,7 @@ class StreamEngine:
         return await self._write(stream_id, "instances", producer, seq, digest, prepare, apply)
 
     async def add_instance_frames(
-        self, stream_id: str, frames: Sequence[Frame], *, producer: str
+        self, stream_id: str, frames: Sequence[Frame], *, producer: str, log: bool = False
     ) -> FramesResult:
         """Apply consecutive frames of one producer, each as its own batch, in one commit.
 
@@ -413,7 +434,8 @@ class StreamEngine:
         responses; a frame that is refused (``Frame.error``, or an error of the
         selector such as bad labels) changes no state, is answered with its
         problem and uses up its seq. A seq that leaves a gap ends the group
-        with a fatal result (see ``frames.py``).
+        with a fatal result (see ``frames.py``). ``log``: the producer is a log's
+        partition, whose seqs may skip (``sequencing.py``).
         """
         checked: list[Frame] = []
         for f in frames:
@@ -451,7 +473,7 @@ class StreamEngine:
 
         async def attempt(live: Live) -> Attempt[FramesResult]:
             return await attempt_frames(
-                stream_id, live, checked, producer, digests_of, stored, apply
+                stream_id, live, checked, producer, digests_of, stored, apply, log=log
             )
 
         return await self._transact(stream_id, "instances", producer, attempt)
@@ -505,15 +527,18 @@ class StreamEngine:
         digest: bytes,
         prepare: Callable[[Live], Awaitable[Any]],
         apply: Apply,
+        *,
+        log: bool = False,
     ) -> WriteResult:
         """One HTTP request: replayed when its (producer, seq) was applied, else applied.
 
         A seq applied with other content (another ``digest``) is refused: SeqReused.
+        ``log``: the producer is a log's partition (``sequencing.py``).
         """
 
         async def attempt(live: Live) -> Attempt[WriteResult]:
             if seq is not None:
-                verdict = classify(seq, live.producers.get(producer, 0))
+                verdict = classify(seq, live.producers.get(producer, 0), log=log)
                 if isinstance(verdict, Replay):
                     stored = await self.store.stored_response(stream_id, producer, seq)
                     if stored is None:

@@ -123,6 +123,8 @@ async def attempt_frames(
     digests_of: Callable[[Sequence[Frame]], Awaitable[list[bytes]]],
     stored_response: Callable[[int], Awaitable[bytes | None]],
     apply: Apply,
+    *,
+    log: bool = False,
 ) -> Attempt[FramesResult]:
     """Classify the frames, apply the fresh ones, and say what to commit.
 
@@ -132,7 +134,8 @@ async def attempt_frames(
     next frame) and uses up nothing. ``digests_of`` hashes the frames sent
     again whose responses are stored, in one call (a resumed connection
     resends up to its window); fresh frames are hashed where they are applied
-    (``apply_frames``).
+    (``apply_frames``). ``log``: the producer is a log's partition, whose seqs
+    may skip (``sequencing.py``).
     """
     shown = public_ids(stream_id, live)
     last = live.producers.get(producer, 0)
@@ -140,7 +143,7 @@ async def attempt_frames(
     sent_again: list[tuple[Frame, Replay, bytes]] = []  # with their stored responses
     fatal: list[FrameResult] = []
     for f in frames:
-        verdict = classify(f.seq, last + len(fresh))
+        verdict = classify(f.seq, fresh[-1].seq if fresh else last, log=log)
         if isinstance(verdict, Fresh):
             fresh.append(f)
             continue

@@ -5,6 +5,11 @@ classified against the last seq the stream applied for its producer. A seq
 at or below it is a replay, answered from the stored response; the next one
 is applied; anything beyond it leaves a gap and is refused. A replay whose
 stored response has left the replay window is refused as too old.
+
+A log's partition (a consumer's producer, see ``featurestream.ingest``)
+numbers its messages by their positions in the log, which increase but may
+skip (a deleted entry, a compacted offset): for such a producer any seq
+beyond the last is fresh, none leaves a gap.
 """
 
 from __future__ import annotations
@@ -48,18 +53,22 @@ class TooOld:
 Verdict = Fresh | Replay | Gap | TooOld
 
 
-def classify(seq: int, last: int) -> Fresh | Replay | Gap:
+def classify(seq: int, last: int, *, log: bool = False) -> Fresh | Replay | Gap:
     """Where ``seq`` stands when the producer's last applied seq is ``last``.
+
+    ``log``: the producer is a log's partition, whose positions may skip.
 
     A :class:`Replay` becomes :class:`TooOld` when the store no longer holds
     its response (see :func:`too_old`).
 
     >>> classify(3, 2), classify(2, 2), classify(5, 2)
     (Fresh(seq=3), Replay(seq=2, expected=3), Gap(seq=5, expected=3))
+    >>> classify(5, 2, log=True), classify(2, 2, log=True)
+    (Fresh(seq=5), Replay(seq=2, expected=3))
     """
     if seq <= last:
         return Replay(seq, last + 1)
-    if seq == last + 1:
+    if seq == last + 1 or log:
         return Fresh(seq)
     return Gap(seq, last + 1)
 

@@ -29,6 +29,7 @@ from featurestream.selectors.decisions import (
     ScoreKind,  # scores
     SelectedFeature,
 )
+from featurestream.selectors.forgetting import HALF_LIFE, HALF_LIFE_DESCRIPTION, retention
 from featurestream.selectors.params import Boolean, Interval, Params, StrOptions
 from featurestream.selectors.prequential import no_flags, tally
 from featurestream.selectors.targets import typed_labels
@@ -58,6 +59,7 @@ class FIRESParams(Params):
         "epochs": Interval(int, 1, None, "left"),
         "scale_weights": Boolean(),
         "scale": StrOptions(("standard", "none")),
+        "half_life": HALF_LIFE,
     }
     descriptions: ClassVar[dict[str, str]] = {
         "num_features": "m, the number of features selected (all d when m > d)",
@@ -71,6 +73,7 @@ class FIRESParams(Params):
         "scale_weights": "min-max scale the weights to [0, 1] (the scores reported)",
         "scale": "`standard`: standardise each instance with running means and variances first; "
         "`none`: the values as sent (the published algorithm)",
+        "half_life": HALF_LIFE_DESCRIPTION,
     }
 
     num_features: int
@@ -83,6 +86,7 @@ class FIRESParams(Params):
     epochs: int = 1
     scale_weights: bool = True
     scale: str = "standard"
+    half_life: float | None = None
 
 
 @dataclass(frozen=True)
@@ -132,9 +136,10 @@ class FIRES(InstanceSelector[FIRESParams, FIRESState]):
         prior of every coefficient), ``penalty_s`` (weight of the
         uncertainty), ``penalty_r`` (scale of the weights), ``lr_mu`` and
         ``lr_sigma`` (learning rates), ``epochs`` (passes over each batch),
-        ``scale_weights`` (min-max scale the weights to [0, 1]) and ``scale``
+        ``scale_weights`` (min-max scale the weights to [0, 1]), ``scale``
         (``standard``: standardise every instance with running statistics
-        first; ``none``: learn from the values as given).
+        first; ``none``: learn from the values as given) and ``half_life``
+        (h instances; default none: no forgetting).
 
     Notes
     -----
@@ -150,6 +155,11 @@ class FIRES(InstanceSelector[FIRESParams, FIRESState]):
       running mean and population variance of every feature over the instances
       seen so far, itself included (a feature of variance 0 maps to 0), before
       the batch's update; ``scale: "none"`` is the published algorithm.
+    * With a ``half_life`` h, mu and sigma forget (selectors/forgetting.py):
+      each instance first moves them toward their initial values, theta =
+      lambda theta + (1 - lambda) theta_init with lambda = 2^(-1/h), so a
+      batch of b instances applies lambda^b before its gradient step. The
+      prediction of each instance (test, then train) uses the model before.
     * Before the first batch nothing is selected; afterwards the selection is
       the m highest weights in descending order, ties to the lower index, each
       with its weight as the score.
@@ -200,6 +210,7 @@ class FIRES(InstanceSelector[FIRESParams, FIRESState]):
             {"num_features": 3},
             {"num_features": 2, "scale": "none", "epochs": 2, "lr_mu": 0.5, "lr_sigma": 0.1},
             {"num_features": 4, "scale_weights": False, "penalty_s": 0.0, "mu_init": 0.1},
+            {"num_features": 3, "half_life": 4.0, "mu_init": 0.1, "sigma_init": 0.5},
         ]
 
     @classmethod
@@ -278,6 +289,11 @@ class FIRES(InstanceSelector[FIRESParams, FIRESState]):
             X, mean, M2 = z.Z, z.mean, z.M2
         # Test, then train: each instance is predicted by the model before the batch.
         hits = _predicted_right(mu0, X, labels, multiclass)
+        if p.half_life is not None:
+            # Forgetting (docs/algorithms/fires.md): n_b pulls toward the prior.
+            keep = retention(p.half_life, n_b)
+            mu0 = keep * mu0 + (1.0 - keep) * p.mu_init
+            sigma0 = keep * sigma0 + (1.0 - keep) * p.sigma_init
         if multiclass:
             # One-vs-rest: model k learns class k against the rest (docs/algorithms.md,
             # "Targets"); each model on its own, so the class order changes nothing.

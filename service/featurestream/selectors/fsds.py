@@ -29,6 +29,12 @@ from featurestream.selectors.decisions import (
     ScoreKind,  # scores
     SelectedFeature,
 )
+from featurestream.selectors.forgetting import (
+    HALF_LIFE,
+    HALF_LIFE_DESCRIPTION,
+    retention,
+    row_weights,
+)
 from featurestream.selectors.params import Interval, NoneOr, Params
 
 
@@ -47,18 +53,21 @@ class FSDSParams(Params):
         "sketch_size": NoneOr(Interval(int, 1, None, "left")),
         "k": Interval(int, 1, None, "left"),
         "ridge": NoneOr(Interval(float, 0.0, None, "left")),
+        "half_life": HALF_LIFE,
     }
     descriptions: ClassVar[dict[str, str]] = {
         "num_features": "m, the number of features selected",
         "sketch_size": "l, rows of the sketch; null means ceil(sqrt(d))",
         "k": "singular vectors used for the scores",
         "ridge": "ridge term of the scores; null means 8 times the k-th singular value",
+        "half_life": HALF_LIFE_DESCRIPTION,
     }
 
     num_features: int
     sketch_size: int | None = None
     k: int = 2
     ridge: float | None = None
+    half_life: float | None = None
 
 
 @dataclass(frozen=True)
@@ -224,7 +233,7 @@ class FSDS(InstanceSelector[FSDSParams, FSDSState]):
     params : FSDSParams
         ``num_features`` (m, required), ``sketch_size`` (l, default
         ceil(sqrt(d))), ``k`` (singular vectors used), ``ridge`` (default
-        8 s'_k).
+        8 s'_k), ``half_life`` (h instances; default none: no forgetting).
 
     Notes
     -----
@@ -239,6 +248,11 @@ class FSDS(InstanceSelector[FSDSParams, FSDSState]):
       times the last of them.
     * Before the first batch nothing is selected; afterwards the selection is
       the m highest scores (ties: lower index), zeros included.
+    * With a ``half_life`` h the sketch forgets (selectors/forgetting.py): with
+      lambda = 2^(-1/h), a batch of b instances scales the sketch by
+      sqrt(lambda^b) and its row i by sqrt(lambda^(b - 1 - i)) before the
+      step, so B B^T sketches sum over instances of lambda^age x x^T, as b
+      single instances would.
     * ``selection_changed`` is True when the selected tuple after the batch
       differs from the one before it.
 
@@ -282,6 +296,7 @@ class FSDS(InstanceSelector[FSDSParams, FSDSState]):
             {"num_features": 2},
             {"num_features": 2, "sketch_size": 2, "k": 1},
             {"num_features": 3, "sketch_size": 3, "k": 3, "ridge": 0.5},
+            {"num_features": 2, "sketch_size": 3, "half_life": 5.0},
         ]
 
     @classmethod
@@ -321,7 +336,13 @@ class FSDS(InstanceSelector[FSDSParams, FSDSState]):
         if n_t == 0:
             return InstanceUpdate(instances=0, instances_seen=s.instances_seen)
         before = self._order(s)
-        B, U, s_shr = sketch_step(s.sketch, X, s.sketch_size)
+        B = s.sketch
+        h = self.params.half_life
+        if h is not None:
+            # Forgetting (docs/algorithms/fsds.md): n_t single steps of lambda on B B^T.
+            B = B * math.sqrt(retention(h, n_t))
+            X = X * np.sqrt(row_weights(h, n_t))[:, None]
+        B, U, s_shr = sketch_step(B, X, s.sketch_size)
         scores = fsds_scores(U, s_shr, self.params.k, self.params.ridge)
         self.state = replace(
             s,

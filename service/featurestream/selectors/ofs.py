@@ -29,9 +29,10 @@ from featurestream.selectors.decisions import (
     ScoreKind,  # scores
     SelectedFeature,
 )
+from featurestream.selectors.forgetting import HALF_LIFE, retention
 from featurestream.selectors.params import Interval, Params, StrOptions
 from featurestream.selectors.prequential import no_flags, tally
-from featurestream.selectors.targets import typed_labels
+from featurestream.selectors.targets import sign_code, typed_labels
 from featurestream.stats.sparse import is_sparse
 
 Index = np.ndarray[Any, np.dtype[np.intp]]
@@ -58,6 +59,7 @@ class OFSParams(Params):
         "epsilon": Interval(float, 0.0, 1.0, "right"),
         "seed": Interval(int, 0, None, "left"),
         "scale": StrOptions(("standard", "none")),
+        "half_life": HALF_LIFE,
     }
     legacy: ClassVar[dict[str, Any]] = {"scale": "none"}
     descriptions: ClassVar[dict[str, str]] = {
@@ -73,6 +75,8 @@ class OFSParams(Params):
         "scale": "`standard`: each instance is standardised with the running mean and variance "
         "of every feature before OFS predicts and learns; `none`: values as sent (the "
         "published OFS; high-dimensional sparse streams)",
+        "half_life": "forgetting: w is multiplied by 2^(-1/half_life) per instance, so an "
+        "instance's step weighs half after that many newer instances; null: no forgetting",
     }
 
     num_features: int
@@ -84,6 +88,12 @@ class OFSParams(Params):
     epsilon: float = 0.2
     seed: int = 0
     scale: str = "standard"
+    half_life: float | None = None
+
+    @property
+    def keep(self) -> float:
+        """What w is multiplied by per instance: (1 - decay) 2^(-1/half_life)."""
+        return (1.0 - self.decay) * retention(self.half_life, 1)
 
 
 @dataclass(frozen=True)
@@ -273,6 +283,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
             {"num_features": 2, "margin": 0.0, "decay": 0.002},
             {"num_features": 2, "mode": "partial", "epsilon": 0.5, "seed": 7},
             {"num_features": 2, "mode": "partial", "epsilon": 0.5, "scale": "none"},
+            {"num_features": 2, "half_life": 20.0},
         ]
 
     @classmethod
@@ -333,11 +344,13 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
 
         p = self.params
         s = self.state
-        # docs/algorithms/ofs.md: labels in {0, 1} or {-1, +1}, 0 means -1; else an error.
-        # A stream with a target type also takes any two labels (docs/algorithms.md, "Targets").
-        target, labels = typed_labels(self, y)
+        # docs/algorithms/ofs.md, "Class targets": any two labels, the lower coded -1; a
+        # stream stored before target types keeps {0, 1} or {-1, +1}, 0 meaning -1.
+        target, labels = typed_labels(self, y, any_two=True)
         before = self._order()
         w = s.w.copy()  # the private copy the kernel updates in place
+        if _flips(s.classes, target.get("classes", s.classes)):
+            w = 0.0 - w  # learnt with the sign its class turns out not to have (+0.0 stays)
         # The per-instance loop is compiled (_ofs_kernel): each update needs the
         # previous w, so there is nothing to vectorise across instances.
         sparse = is_sparse(X)
@@ -391,8 +404,13 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
         partial = (p.epsilon, p.seed, t0) if p.mode == "partial" else None
         return _ofs_kernel.learn(
             w, X, labels, sparse=sparse, B=p.num_features, eta=p.eta, lam=p.lam,
-            margin=p.margin, keep=1.0 - p.decay, partial=partial,
+            margin=p.margin, keep=p.keep, partial=partial,
         )  # fmt: skip
+
+
+def _flips(before: tuple[Any, ...], after: tuple[Any, ...]) -> bool:
+    """Whether the one class seen before codes otherwise among the classes seen after."""
+    return len(before) == 1 and sign_code(before[0], before) != sign_code(before[0], after)
 
 
 def _selected_order(w: Vector) -> np.ndarray[Any, np.dtype[np.intp]]:

@@ -317,8 +317,13 @@ def instance_labels_typed(
     classes: tuple[Label, ...],
     first: Label | None,
     y: Sequence[Any] | npt.ArrayLike,
+    *,
+    any_two: bool = False,
 ) -> Labels:
     """Resolve a labelled batch of a classifying instance stream (OFS, FIRES).
+
+    With ``any_two`` the binary rule takes any two labels, numbers or strings,
+    coded by :func:`sign_code` (sorted label order).
 
     ``auto`` is resolved from the first labelled batch; the classes are the
     labels seen so far (a binary stream holds at most two). Under the binary
@@ -365,6 +370,14 @@ def instance_labels_typed(
             at = np.searchsorted(np.array(new_classes, dtype=np.float64), a)
             return Labels(at.astype(np.float64), True, resolved, new_classes, first)
         return Labels(codes(labels, new_classes, field="y"), True, resolved, new_classes, first)
+    if any_two:
+        if a is not None:
+            distinct = np.unique(a)
+            table = np.array([sign_code(v, new_classes) for v in _plain_classes(distinct)])
+            pm = table[np.searchsorted(distinct, a)]
+        else:
+            pm = np.array([sign_code(v, new_classes) for v in labels])
+        return Labels(pm, False, resolved, new_classes, first)
     if all(not isinstance(c, str) for c in new_classes):
         # Numbers keep the binary rule's labels: {0, 1} or {-1, +1}, 0 meaning -1.
         if not (set(new_classes) <= {0, 1} or set(new_classes) <= {-1, 1}):
@@ -383,7 +396,26 @@ def instance_labels_typed(
     return Labels(pm, False, resolved, new_classes, first)
 
 
-def typed_labels(selector: Any, y: Any) -> tuple[dict[str, Any], FloatArray]:
+def sign_code(label: Label, classes: tuple[Label, ...]) -> float:
+    """The +-1 code of a label among a binary stream's classes (sorted, at most two).
+
+    Of two classes the lower codes -1 and the higher +1. While a stream has
+    seen one class, 0 and -1 code -1, 1 codes +1 (as in {0, 1} and {-1, +1})
+    and any other label -1; the second class may then show that the first
+    was the higher one, and the learner flips its sign (OFS is symmetric
+    under y -> -y).
+
+    >>> sign_code(5, (5, 7)), sign_code("b", ("a", "b")), sign_code(1, (1,)), sign_code(7, (7,))
+    (-1.0, 1.0, 1.0, -1.0)
+    """
+    if len(classes) == 2:
+        return -1.0 if label == classes[0] else 1.0
+    return 1.0 if _is_number(label) and label == 1 else -1.0
+
+
+def typed_labels(
+    selector: Any, y: Any, *, any_two: bool = False
+) -> tuple[dict[str, Any], FloatArray]:
     """The State fields a labelled batch changes and its labels (+-1 or class codes).
 
     A stream created before target types (``target_type`` "") keeps its rule:
@@ -397,8 +429,9 @@ def typed_labels(selector: Any, y: Any) -> tuple[dict[str, Any], FloatArray]:
     if s.target_type == LEGACY:
         return {}, binary_labels(y if y is not None else np.zeros(0))
     got = instance_labels_typed(
-        selector.name, selector.accepts_multiclass, s.target_type, s.classes, s.first_label, y
-    )
+        selector.name, selector.accepts_multiclass, s.target_type, s.classes, s.first_label, y,
+        any_two=any_two,
+    )  # fmt: skip
     fields = {"target_type": got.target_type, "classes": got.classes, "first_label": got.first}
     return fields, got.values
 

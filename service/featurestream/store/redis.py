@@ -298,7 +298,8 @@ if ARGV[10] ~= '' and pairs_n > 0 then
   local serial = redis.call('HINCRBY', KEYS[1], 'replay_serial', pairs_n) - pairs_n
   for p = 0, pairs_n - 1 do
     local seq = tonumber(ARGV[18 + 2 * p])
-    local field = ARGV[10] .. '\\n' .. seq
+    -- The seq as given: a log's positions are beyond what a Lua number prints exactly.
+    local field = ARGV[10] .. '\\n' .. ARGV[18 + 2 * p]
     local body = ARGV[19 + 2 * p]
     bytes = bytes - redis.call('HSTRLEN', KEYS[5], field) + #body
     redis.call('HSET', KEYS[5], field, body)

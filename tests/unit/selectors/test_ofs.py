@@ -100,6 +100,38 @@ def test_ofs_decay_shrinks_without_step() -> None:
     np.testing.assert_allclose(sel.state.w, [0.45, 0.0, 0.9], rtol=1e-15)
 
 
+def test_ofs_half_life_scales_w_before_each_step() -> None:
+    # half_life 1: lambda = 1/2. x = 1, y = +1, eta = 0.5: w = 0 steps to 0.5; then
+    # w . x = 0.5 <= 1 steps again, w = 0.5 * 0.5 + 0.5 = 0.75; x = 4 gives 3 > 1,
+    # no step, but w still halves: 0.375.
+    sel = start(1, num_features=1, eta=0.5, half_life=1.0)
+    u = sel.learn_instances(np.array([[1.0], [1.0], [4.0]]), [1, 1, 1])
+    assert u.predictions == (1, 1, 1)
+    assert sel.state.w.tolist() == [0.375]
+
+
+def test_ofs_half_life_halves_a_step_after_that_many_instances() -> None:
+    # margin 0: the first instance steps (w . x = 0), the next 10 do not (w . x > 0).
+    sel = start(1, num_features=1, eta=0.5, margin=0.0, half_life=10.0)
+    sel.learn_instances(np.ones((11, 1)), np.ones(11))
+    assert math.isclose(sel.state.w[0], 0.25, rel_tol=1e-12)
+
+
+def test_ofs_half_life_null_is_no_forgetting() -> None:
+    rng = np.random.default_rng(2)
+    X, y = rng.normal(size=(40, 4)), (rng.random(40) < 0.5).astype(float)
+    plain, null = start(4, num_features=2), start(4, num_features=2, half_life=None)
+    plain.learn_instances(X, y)
+    null.learn_instances(X, y)
+    assert blob(plain) == blob(null)
+
+
+@pytest.mark.parametrize("value", [0.0, -1.0, float("inf"), "ten"])
+def test_ofs_half_life_must_be_positive(value: object) -> None:
+    with pytest.raises(InvalidParameter):
+        OFSParams.from_mapping({"num_features": 1, "half_life": value})
+
+
 def test_ofs_projects_onto_lam_ball() -> None:
     # lam = 1: radius 1. w~ = [0.5, 0, 1] has norm 1.118 > 1, so
     # w = w~ / 1.118 = [0.4472, 0, 0.8944] (unit norm).
@@ -177,13 +209,70 @@ def test_ofs_label_sets_01_and_pm1_agree() -> None:
     assert (a.state.mistakes, a.selected()) == (b.state.mistakes, b.selected())
 
 
-@pytest.mark.parametrize("labels", [[1, 2], [0, -1], [0.5, 1]])
-def test_ofs_bad_labels_are_rejected_and_change_nothing(labels: list[float]) -> None:
+@pytest.mark.parametrize(
+    "labels", [[0.5, 1, 1], [1, 2, 3], ["a", 1, 1], [1, float("nan"), 1], [1, None, 1]]
+)
+def test_ofs_bad_labels_are_rejected_and_change_nothing(labels: list[object]) -> None:
+    # Continuous-looking, three classes, strings mixed with numbers, not finite, missing.
     sel = start(num_features=2)
     before = blob(sel)
     with pytest.raises(InvalidInput):
-        sel.learn_instances([[1.0, 0.0, 2.0], [0.0, 1.0, 0.0]], labels)
+        sel.learn_instances([[1.0, 0.0, 2.0], [0.0, 1.0, 0.0], [1.0, 1.0, 1.0]], labels)
     assert blob(sel) == before
+
+
+def test_ofs_a_third_label_is_refused_after_two_and_changes_nothing() -> None:
+    sel = start(num_features=2)
+    sel.learn_instances([[1.0, 0.0, 2.0], [0.0, 1.0, 0.0]], [5, 7])
+    before = blob(sel)
+    with pytest.raises(InvalidInput, match="more than 2 classes"):
+        sel.learn_instances([[1.0, 0.0, 2.0]], [6])
+    assert blob(sel) == before
+
+
+def _relabelled(y01: np.ndarray, low: object, high: object) -> list[object]:
+    return [high if v else low for v in y01.tolist()]
+
+
+PAIRS = [(0, 1), (-1, 1), (1, 2), (5, 7), (-3, 0), ("a", "b"), ("neg", "pos")]
+
+
+@pytest.mark.parametrize(("low", "high"), PAIRS)
+@pytest.mark.parametrize("first", ["mixed", "high only", "low only"])
+def test_ofs_any_two_labels_learn_alike_in_sorted_order(
+    low: object, high: object, first: str
+) -> None:
+    # The lower label codes -1: every pair gives the weights of 0/1 bit for bit, also
+    # when the first frame holds one class only (the sign is fixed when the other comes).
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(90, 5))
+    y01 = (X[:, 1] - X[:, 3] > 0).astype(int)
+    if first != "mixed":
+        y01[:10] = 1 if first == "high only" else 0
+    ref = start(5, num_features=2)
+    sel = start(5, num_features=2)
+    y = _relabelled(y01, low, high)
+    for s in range(0, 90, 10):
+        ref.learn_instances(X[s : s + 10], y01[s : s + 10])
+        sel.learn_instances(X[s : s + 10], y[s : s + 10])
+    assert sel.state.w.tobytes() == ref.state.w.tobytes()
+    assert sel.selected() == ref.selected()
+    assert sel.state.classes == (low, high)
+
+
+@pytest.mark.parametrize(("low", "high"), [(1, 0), (7, 5), ("b", "a")])
+def test_ofs_reversed_labels_negate_the_weights_and_keep_the_selection(
+    low: object, high: object
+) -> None:
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(60, 5))
+    y01 = (X[:, 0] + X[:, 2] > 0).astype(int)
+    ref = start(5, num_features=3)
+    sel = start(5, num_features=3)
+    ref.learn_instances(X, y01)
+    sel.learn_instances(X, _relabelled(y01, low, high))
+    np.testing.assert_array_equal(sel.state.w, -ref.state.w)
+    assert sel.selected() == ref.selected()
 
 
 def test_ofs_needs_labels() -> None:
@@ -423,6 +512,7 @@ def streams(
         "epsilon": draw(st.sampled_from([0.2, 1.0])),
         "seed": draw(st.integers(0, 3)),
         "scale": draw(st.sampled_from(["none", "standard"])),
+        "half_life": draw(st.sampled_from([None, 2.0, 50.0])),
     }
     cuts = sorted(set(draw(st.lists(st.integers(1, m), max_size=4))) | {m})
     return params, X, y, cuts
@@ -641,3 +731,19 @@ def test_the_selection_follows_the_state_it_is_asked_of() -> None:
         sel.state = learnt
     again = OFS.resume(sel.params, sel.snapshot())
     assert again.selected() == sel.selected() == expected(sel)
+
+
+@given(streams(), st.sampled_from(PAIRS), st.booleans())
+def test_ofs_relabelling_keeps_the_selection(case: tuple, pair: tuple, reverse: bool) -> None:
+    params, X, y, cuts = case
+    low, high = pair[::-1] if reverse else pair
+    ref = start(X.shape[1], **params)
+    sel = start(X.shape[1], **params)
+    y_new = _relabelled(y.astype(int), low, high)
+    for a, b in itertools.pairwise([0, *cuts]):
+        ref.learn_instances(X[a:b], y[a:b])
+        sel.learn_instances(X[a:b], y_new[a:b])
+    assert sel.selected() == ref.selected()
+    if len(set(y.tolist())) == 2:  # with one class only, its code is provisional
+        sign = -1.0 if reverse else 1.0
+        assert (sel.state.w == sign * ref.state.w).all()

@@ -64,7 +64,7 @@ def _plain(X: np.ndarray, y: np.ndarray, p: OFSParams) -> tuple[np.ndarray, list
     X = _plain_scaled(X, p.scale)
     m, d = X.shape
     B = min(p.num_features, d)
-    keep = 1.0 - p.decay
+    keep = (1.0 - p.decay) * (1.0 if p.half_life is None else 2.0 ** (-1.0 / p.half_life))
     w = np.zeros(d)
     preds: list[int] = []
     ill = False
@@ -148,6 +148,8 @@ VARIANTS = [
     {"eta": 1.0, "lam": 100.0},
     {"scale": "standard"},
     {"scale": "standard", "margin": 0.0, "decay": 0.002},
+    {"half_life": 20.0},
+    {"half_life": 5.0, "decay": 0.01, "scale": "standard"},
 ]
 
 
@@ -250,6 +252,7 @@ def test_kernel_follows_the_plain_rules_on_small_streams(
         "epsilon": data.draw(st.sampled_from([0.2, 1.0])),
         "seed": data.draw(st.integers(0, 3)),
         "scale": data.draw(st.sampled_from(["none", "standard"])),
+        "half_life": data.draw(st.sampled_from([None, 1.0, 30.0])),
     }
     _check(params, X, y, frames=data.draw(st.integers(1, 3)), drawn=True)
 
