@@ -170,14 +170,14 @@ def test_evaluation_is_cached_per_version_and_runs_off_the_event_loop(
     calls: list[tuple[int, bool]] = []
     real = engine_evaluation.cross_validation
 
-    def counted(view: Any, model: str, folds: int, repeats: int) -> dict[str, Any]:
+    def counted(view: Any, model: str, folds: int, repeats: int, *rest: Any) -> dict[str, Any]:
         try:
             asyncio.get_running_loop()
             on_loop = True
         except RuntimeError:
             on_loop = False
         calls.append((view.version, on_loop))
-        return real(view, model, folds, repeats)
+        return real(view, model, folds, repeats, *rest)
 
     monkeypatch.setattr(engine_evaluation, "cross_validation", counted)
     X, y = support.wdbc()

@@ -140,7 +140,13 @@ def test_fires_over_http_with_json_and_npy_bodies_and_replay(client: TestClient)
 
 def test_fires_refuses_bad_labels_and_parameters(client: TestClient) -> None:
     create(client, "f", "fires", FIRES_PARAMS)
-    for body in ({"X": [[0.0] * D]}, {"X": [[0.0] * D], "y": [2]}):
+    # No labels, labels that look continuous, a label that is neither number nor string
+    # (any two classes are labels: docs/algorithms.md, "Targets").
+    for body in (
+        {"X": [[0.0] * D]},
+        {"X": [[0.0] * D], "y": [0.5]},
+        {"X": [[0.0] * D], "y": [True]},
+    ):
         r = client.post("/v1/streams/f/instances", json=body)
         assert r.status_code == 422, r.text
         assert r.headers["content-type"].startswith("application/problem+json")

@@ -280,11 +280,25 @@ class StreamEngine:
         folds: int,
         repeats: int,
         run: judged.Run[dict[str, Any]],
+        *,
+        tenant: str | None = None,
     ) -> dict[str, Any]:
-        """How good the current selection is (``evaluation.py``); heavy work goes to ``run``."""
+        """How good the current selection is (``evaluation.py``); heavy work goes to ``run``,
+        held to ``request_time_budget`` once it runs."""
         judged.check_query(model, folds, repeats)
         view = await self._view(stream_id)
-        return await judged.evaluate(view, self.evaluations, stream_id, model, folds, repeats, run)
+        budget = self.settings.request_time_budget
+        return await judged.evaluate(
+            view,
+            self.evaluations,
+            stream_id,
+            model,
+            folds,
+            repeats,
+            run,
+            tenant=tenant,
+            budget=budget,
+        )
 
     async def _view(self, stream_id: str) -> judged.StateView:
         """The committed state of the stream, as the store holds it now."""

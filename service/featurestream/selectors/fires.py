@@ -32,7 +32,7 @@ from featurestream.selectors.decisions import (
 from featurestream.selectors.forgetting import HALF_LIFE, HALF_LIFE_DESCRIPTION, retention
 from featurestream.selectors.params import Boolean, Interval, Params, StrOptions
 from featurestream.selectors.prequential import no_flags, tally
-from featurestream.selectors.targets import typed_labels
+from featurestream.selectors.targets import signs, typed_labels
 from featurestream.stats.fires import fires_update, fires_update_ovr, fires_weights, top_m
 from featurestream.stats.scaling import standardise_running
 from featurestream.stats.sparse import is_sparse
@@ -274,11 +274,11 @@ class FIRES(InstanceSelector[FIRESParams, FIRESState]):
         target, labels = typed_labels(self, y)
         mu0, sigma0 = s.mu, s.sigma
         classes = target.get("classes", s.classes)
-        multiclass = target.get("target_type") == "multiclass"
-        if multiclass and len(classes) != len(s.classes):
-            # One model per class, in sorted order of the labels: a class seen for
-            # the first time starts its model from the prior.
-            mu0, sigma0 = _grow_models(p, s, classes)
+        # Two classes take the binary rule whatever their labels (docs/algorithms.md,
+        # "Targets"); one-vs-rest from the third class on.
+        multiclass = target.get("target_type") == "multiclass" and len(classes) >= 3
+        if mu0.shape[0] != (len(classes) if multiclass else 1):
+            mu0, sigma0 = _grow_models(p, s, classes, multiclass)
         before, _ = self._order()
         mean, M2 = s.scale_mean, s.scale_M2
         if p.scale == "standard":
@@ -338,24 +338,53 @@ class FIRES(InstanceSelector[FIRESParams, FIRESState]):
 
 
 def _predicted_right(mu: Matrix, X: Any, labels: Vector, multiclass: bool) -> Any:
-    """Whether each row was predicted right: the sign of its probit mean mu . x (+1 when
-    >= 0) for a binary stream, the class of the largest mu_k . x for a multi-class one."""
+    """Whether each row was predicted right: the sign of its probit mean mu . x for a
+    binary stream, the class of the largest mu_k . x for a multi-class one. A tie (a
+    margin of exactly 0, or two classes sharing the largest) predicts no class, so
+    the count never depends on how the classes are coded."""
     margins = np.asarray(X @ np.asarray(mu).T, dtype=np.float64).reshape(X.shape[0], -1)
     if multiclass:
-        return np.argmax(margins, axis=1) == np.asarray(labels, dtype=np.int64)
-    return np.where(margins[:, 0] >= 0.0, 1.0, -1.0) == np.asarray(labels, dtype=np.float64)
+        top = margins.max(axis=1, keepdims=True)
+        alone = (margins == top).sum(axis=1) == 1
+        return alone & (np.argmax(margins, axis=1) == np.asarray(labels, dtype=np.int64))
+    return np.sign(margins[:, 0]) == np.asarray(labels, dtype=np.float64)
 
 
-def _grow_models(p: FIRESParams, s: FIRESState, classes: tuple[Any, ...]) -> tuple[Matrix, Matrix]:
-    """The (K, d) models for ``classes``: the existing class's rows, fresh rows for new ones."""
+def _grow_models(
+    p: FIRESParams, s: FIRESState, classes: tuple[Any, ...], multiclass: bool
+) -> tuple[Matrix, Matrix]:
+    """The models for ``classes``: (K, d) one-vs-rest, or the (1, d) binary model.
+
+    One model per class, in sorted order of the labels: a class seen for the
+    first time starts its model from the prior. A binary model (K = 1, the
+    model of the class coded +1) becomes the models of its two classes: itself,
+    and its mirror -mu for the class coded -1. A state stored when two classes
+    kept one-vs-rest models gives its binary model back the same way.
+    """
     d = len(s.feature_names)
-    old = {c: k for k, c in enumerate(s.classes)} if s.mu.shape[0] == len(s.classes) else {}
+    old: dict[Any, tuple[Vector, Vector]] = {}
+    if s.mu.shape[0] == 1 and s.first_label is not None:
+        # "+ 0.0": the mirror of a zero weight is 0.0, not -0.0.
+        old = {c: (_sign(c, s.first_label) * s.mu[0] + 0.0, s.sigma[0]) for c in s.classes}
+    elif s.mu.shape[0] == len(s.classes):
+        old = {c: (s.mu[k], s.sigma[k]) for k, c in enumerate(s.classes)}
+    if not multiclass:
+        mu, sigma = np.full((1, d), p.mu_init), np.full((1, d), p.sigma_init)
+        positive = [c for c in s.classes if _sign(c, s.first_label) > 0]
+        if positive:
+            mu[0], sigma[0] = old[positive[0]]
+        return mu, sigma
     mu = np.full((len(classes), d), p.mu_init)
     sigma = np.full((len(classes), d), p.sigma_init)
     for k, c in enumerate(classes):
         if c in old:
-            mu[k], sigma[k] = s.mu[old[c]], s.sigma[old[c]]
+            mu[k], sigma[k] = old[c]
     return mu, sigma
+
+
+def _sign(label: Any, first: Any) -> float:
+    """The binary rule's code (-1 or +1) of one class (selectors/targets.py, signs)."""
+    return float(signs([label], first)[0])
 
 
 __all__ = ["FIRES", "FIRESParams", "FIRESState"]

@@ -40,7 +40,6 @@ from scipy.optimize import minimize
 from scipy.special import expit
 
 from featurestream.selectors.base import FeatureSelector, Matrix, Vector
-from featurestream.selectors.checks import binary_labels
 from featurestream.selectors.decisions import (
     Decision,
     Eviction,
@@ -48,6 +47,7 @@ from featurestream.selectors.decisions import (
     ScoreKind,  # scores
 )
 from featurestream.selectors.params import Interval, NoneOr, Params, StrOptions
+from featurestream.selectors.targets import binary_signs
 from featurestream.stats.columns import is_constant_rows, row_dots
 
 # L-BFGS-B stopping rules (docs/algorithms/grafting.md, "Exact rules", step 2: relative
@@ -187,13 +187,13 @@ class Grafting(FeatureSelector[GraftingParams, GraftingState]):
     @classmethod
     def check_target(cls, params: GraftingParams, y: Vector) -> None:
         if params.loss == "logistic":
-            # The logistic loss needs labels in {0,1} or {-1,+1}
-            # (docs/algorithms/grafting.md, "The model").
-            binary_labels(y, field="target")
+            # The logistic loss needs two classes, any two labels, the lower
+            # coded -1 (docs/algorithms/grafting.md, "The model").
+            binary_signs(y, field="target")
 
     @classmethod
     def initial_state(cls, params: GraftingParams, y: Vector) -> GraftingState:
-        target = binary_labels(y, field="target") if params.loss == "logistic" else y.copy()
+        target = binary_signs(y, field="target") if params.loss == "logistic" else y.copy()
         n = target.shape[0]
         fit = _optimise(params, np.zeros((0, n)), target, np.zeros(0), 0.0)
         return GraftingState(

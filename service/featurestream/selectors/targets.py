@@ -10,7 +10,8 @@ instance stream, the way scikit-learn's ``type_of_target`` does:
   ``multiclass``, with more -> ``continuous``.
 
 Class labels are kept as given (strings or numbers) in sorted order; the
-selectors see the classes coded 0..K-1 in that order. The multi-class rules
+selectors of feature streams see the classes coded 0..K-1 in that order, so any
+two labels of a binary target are 0 and 1 (:func:`binary_codes`). The multi-class rules
 (one indicator column per class) apply from K = 3 on: with two classes every
 algorithm uses its binary rule, so a two-class target decides the same
 whatever its labels are or how it was declared.
@@ -51,8 +52,9 @@ LEGACY = ""
 class Target:
     """A resolved target.
 
-    ``y`` holds the numbers the selector works on: the values as given for
-    numeric continuous and binary targets, the class codes 0..K-1 otherwise.
+    ``y`` holds the numbers the selector works on: the values as given for a
+    continuous target, the class codes 0..K-1 (sorted label order) otherwise, so a
+    binary target is 0 and 1 whatever its two labels are.
     ``n_classes`` is K when the multi-class rules apply (K >= 3), else 0.
     """
 
@@ -177,8 +179,8 @@ def _resolve_numeric(a: FloatArray, target_type: str, field: str) -> Target:
             field=field,
         )
     classes = tuple(_plain_classes(distinct))
-    # Binary keeps the values as given; classes are coded by their sorted position.
-    y = a + 0.0 if resolved == "binary" else np.searchsorted(distinct, a).astype(np.float64)
+    # Classes are coded by their sorted position, two classes (binary) included.
+    y = np.searchsorted(distinct, a).astype(np.float64)
     return Target(resolved, classes, y, k if resolved == "multiclass" and k >= 3 else 0)
 
 
@@ -212,12 +214,7 @@ def resolve_target(
             f"A multi-class target has at most {MAX_CLASSES} classes; got {len(classes)}.",
             field=field,
         )
-    if resolved == "binary" and numeric:
-        # The values as given: the binary rules of every selector (and the stored
-        # conformance results) are defined on them.
-        y = np.array(labels, dtype=np.float64)
-    else:
-        y = codes(labels, tuple(classes), field=field)
+    y = codes(labels, tuple(classes), field=field)
     k = len(classes)
     return Target(resolved, tuple(classes), y, k if resolved == "multiclass" and k >= 3 else 0)
 
@@ -322,22 +319,20 @@ def instance_labels_typed(
 ) -> Labels:
     """Resolve a labelled batch of a classifying instance stream (OFS, FIRES).
 
-    With ``any_two`` the binary rule takes any two labels, numbers or strings,
-    coded by :func:`sign_code` (sorted label order).
-
     ``auto`` is resolved from the first labelled batch; the classes are the
-    labels seen so far (a binary stream holds at most two). Under the binary
-    rule, numeric labels are in {0, 1} or {-1, +1} and map as they always did
-    (0 means -1; any other number is an error); two strings map the first
-    label the stream saw to -1: OFS and FIRES are symmetric under y -> -y, so
-    the selection does not depend on it.
+    labels seen so far (a binary stream holds at most two). Up to two classes,
+    whatever the labels and the declared type, take the binary rule: any two
+    labels, numbers or strings, coded by :func:`signs` (first label seen), or
+    with ``any_two`` by :func:`sign_code` (sorted label order; the learner flips
+    its sign when the second class shows the first was the higher). The
+    multi-class rule (class codes) applies from the third class on.
     """
     batch = resolve_target(y, "auto" if target_type == "auto" else target_type, field="y")
     resolved = batch.target_type if target_type == "auto" else target_type
     if resolved == "continuous":
         raise InvalidInput(
-            "Labels must be in {0, 1} or {-1, +1}, or be class labels; these look continuous "
-            f"(not all integers, or more than 100 values), and {algorithm} learns classes. "
+            "Labels must be class labels; these look continuous (not all integers, or more "
+            f"than 100 values), and {algorithm} learns classes. "
             'Declare target_type "binary" or "multiclass".',
             field="y",
         )
@@ -363,7 +358,7 @@ def instance_labels_typed(
         raise InvalidInput(f"A stream has at most {MAX_CLASSES} classes.", field="y")
     if first is None:
         first = labels[0] if a is None else _plain(a[0])
-    if resolved == "multiclass" and accepts_multiclass:
+    if resolved == "multiclass" and accepts_multiclass and len(new_classes) >= 3:
         if a is not None:
             # Numbers among numeric classes (mixing was refused above): positions
             # in the sorted classes, as codes() finds them.
@@ -378,22 +373,28 @@ def instance_labels_typed(
         else:
             pm = np.array([sign_code(v, new_classes) for v in labels])
         return Labels(pm, False, resolved, new_classes, first)
-    if all(not isinstance(c, str) for c in new_classes):
-        # Numbers keep the binary rule's labels: {0, 1} or {-1, +1}, 0 meaning -1.
-        if not (set(new_classes) <= {0, 1} or set(new_classes) <= {-1, 1}):
-            raise InvalidInput(
-                "Labels must be in {0, 1} or {-1, +1} (or be two strings); got "
-                f"{', '.join(map(repr, new_classes[:5]))}. Class labels such as 1, 2, 3 "
-                'need a stream created with target_type "multiclass".',
-                field="y",
-            )
-        if a is not None:
-            pm = np.where(a == 0.0, -1.0, a)
-        else:
-            pm = np.array([-1.0 if v == 0 else float(v) for v in labels])
-    else:
-        pm = np.array([-1.0 if v == first else 1.0 for v in labels])  # strings: a is None
-    return Labels(pm, False, resolved, new_classes, first)
+    return Labels(signs(labels if a is None else a, first), False, resolved, new_classes, first)
+
+
+def signs(labels: Sequence[Label] | FloatArray, first: Label) -> FloatArray:
+    """A two-class instance stream's labels as -1 and +1 (the binary rule).
+
+    The first label the stream saw is -1 and the other class +1, except that
+    the number 1 is always +1, so 0/1 and -1/+1 map as they always did (0 and
+    -1 are -1). The coding is fixed by the first labelled instance, whatever
+    the labels are and whichever class comes first; OFS and FIRES (with
+    ``mu_init`` 0) are symmetric under y -> -y, so their selections do not
+    depend on it.
+
+    >>> signs(np.array([7.0, 5.0]), 7).tolist(), signs(["b", "a"], "a").tolist()
+    ([-1.0, 1.0], [1.0, -1.0])
+    >>> signs(np.array([0.0, 1.0]), 1).tolist(), signs(np.array([2.0, 1.0]), 1).tolist()
+    ([-1.0, 1.0], [-1.0, 1.0])
+    """
+    flip = -1.0 if first == 1 and not isinstance(first, str) else 1.0
+    if isinstance(labels, np.ndarray):
+        return np.where(labels == first, -flip, flip)
+    return np.array([-flip if v == first else flip for v in labels])
 
 
 def sign_code(label: Label, classes: tuple[Label, ...]) -> float:
@@ -482,6 +483,21 @@ def binary_codes(labels: Sequence[Any] | npt.ArrayLike, *, field: str = "y") -> 
     return coded
 
 
+def binary_signs(labels: Sequence[Any] | npt.ArrayLike, *, field: str = "y") -> FloatArray:
+    """Labels of at most two classes as -1 and +1 in sorted label order (the lower is -1).
+
+    Numbers within {0, 1} or {-1, +1} map as they always did (1 is +1, even
+    alone), so those targets decide to the last bit as before.
+
+    >>> binary_signs([2, 1, 2]).tolist(), binary_signs([1, 1]).tolist()
+    ([1.0, -1.0, 1.0], [1.0, 1.0])
+    """
+    a = _numeric(labels)
+    if a is not None and a.size and (np.isin(a, (0.0, 1.0)).all() or np.isin(a, (-1.0, 1.0)).all()):
+        return np.where(a == 1.0, 1.0, -1.0)
+    return 2.0 * binary_codes(labels, field=field) - 1.0
+
+
 def discrete_target(y: FloatArray, n_classes: int) -> FloatArray:
     """The target as the discrete tests (G2, chi-square, SU) see it: one categorical column.
 
@@ -526,6 +542,7 @@ __all__ = [
     "Labels",
     "Target",
     "binary_codes",
+    "binary_signs",
     "check_target_type",
     "class_codes",
     "codes",
@@ -536,6 +553,7 @@ __all__ = [
     "multiclass_algorithms",
     "refuse_multiclass",
     "resolve_target",
+    "signs",
     "target_columns",
     "typed_labels",
 ]

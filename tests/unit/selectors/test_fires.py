@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -102,13 +103,27 @@ def test_labels_zero_one_and_minus_one_plus_one_agree() -> None:
     assert codec.encode(b.name, b.params.to_dict(), relabelled) == blob(a)
 
 
-@pytest.mark.parametrize("y", [[2, 1], [0, -1], [0.5, 1], [1, 3]])
-def test_other_labels_are_refused_and_change_nothing(y: list[float]) -> None:
+@pytest.mark.parametrize("y", [[0.5, 1], [1, 2.5]])
+def test_labels_that_look_continuous_are_refused_and_change_nothing(y: list[float]) -> None:
     sel = start()
     before = blob(sel)
-    with pytest.raises(InvalidInput, match=r"Labels must be in \{0, 1\} or \{-1, \+1\}"):
+    with pytest.raises(InvalidInput, match="Labels must be class labels; these look continuous"):
         sel.learn_instances([[1.0, 2.0], [0.0, 1.0]], y)
     assert blob(sel) == before
+
+
+@pytest.mark.parametrize("y", [[2, 1], [0, -1], [1, 3], [7, 5], ["b", "a"]])
+def test_any_two_labels_learn_the_binary_model(y: list[Any]) -> None:
+    """The first label seen is -1 (the number 1 is always +1): the model of 0/1 or its mirror."""
+    X = [[1.0, 2.0], [0.0, 1.0]]
+    base = start()
+    base.learn_instances(X, [1, 0])
+    sel = start()
+    sel.learn_instances(X, y)
+    assert sel.state.mu.shape == (1, 2)
+    assert np.array_equal(np.abs(sel.state.mu), np.abs(base.state.mu))
+    assert np.array_equal(sel.state.sigma, base.state.sigma)
+    assert sel.selected() == base.selected()
 
 
 def test_labels_are_required() -> None:

@@ -152,13 +152,22 @@ def test_grafting_logistic_label_mapping():
     assert blob(one) == blob(two)
 
 
-@pytest.mark.parametrize(
-    "y", [[0.0, 2.0, 0.0], [-1.0, 0.0, 1.0], [0.5, 1.0, 0.0], [-1.0, 0.0, 0.0]]
-)
-def test_grafting_logistic_rejects_other_labels(y):
-    with pytest.raises(InvalidInput):
+@pytest.mark.parametrize("y", [[0.0, 2.0, 1.0], [-1.0, 0.0, 1.0], [0.5, 1.0, 0.0]])
+def test_grafting_logistic_rejects_more_than_two_classes(y):
+    with pytest.raises(InvalidInput, match="at most 2 classes"):
         start(np.array(y))
     start(np.array(y), loss="squared")  # any real target is fine for squared loss
+
+
+@pytest.mark.parametrize("labels", [(0.0, 1.0), (-1.0, 1.0), (1.0, 2.0), (5.0, 7.0), (-1.0, 0.0)])
+def test_grafting_logistic_takes_any_two_labels_in_sorted_order(labels):
+    lo, hi = labels
+    y = np.where(Y01 == 1.0, hi, lo)
+    base = start(Y01)
+    sel = start(y)
+    assert np.array_equal(sel.state.y, 2.0 * Y01 - 1.0)
+    cols = np.array([Y01 + 0.1 * np.arange(6), np.arange(6.0)])
+    assert sel.learn_features(["a", "b"], cols) == base.learn_features(["a", "b"], cols)
 
 
 @pytest.mark.parametrize(

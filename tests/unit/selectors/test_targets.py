@@ -111,8 +111,10 @@ def test_declared_types_are_checked() -> None:
         resolve_target([0, 1], "ordinal")
 
 
-def test_numeric_binary_keeps_its_values_and_strings_are_coded_in_sorted_order() -> None:
-    assert resolve_target([-1, 1, 1]).y.tolist() == [-1.0, 1.0, 1.0]
+def test_binary_targets_are_coded_in_sorted_order_whatever_the_labels() -> None:
+    assert resolve_target([-1, 1, 1]).y.tolist() == [0.0, 1.0, 1.0]
+    assert resolve_target([2, 1, 2]).y.tolist() == [1.0, 0.0, 1.0]
+    assert resolve_target(np.array([7, 5])).y.tolist() == [1.0, 0.0]
     assert resolve_target(["yes", "no"], "binary").y.tolist() == [1.0, 0.0]
     assert resolve_target([20, 10, 30]).y.tolist() == [1.0, 0.0, 2.0]
 
@@ -206,7 +208,7 @@ def test_grafting_refuses_a_multiclass_target_naming_the_algorithms_that_accept_
     t = resolve_target(WINE_Y.astype(int))
     with pytest.raises(InvalidInput, match="saola") as exc:
         cls.start(cls.params_type(), t.y, t.n_classes)
-    assert "alpha_investing, fast_osfs, fires, group_saola, osfs, saola" in str(exc.value)
+    assert "alpha_investing, fast_osfs, fires, group_saola, osfs, ossfs_dd, saola" in str(exc.value)
     assert "grafting" not in str(exc.value).split("accept multi-class targets:")[1]
 
 

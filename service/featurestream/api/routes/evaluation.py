@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
 from featurestream import offload
-from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath
+from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath, TenantDep
 from featurestream.engine.evaluation import MAX_FOLDS, MAX_REPEATS
 
 router = APIRouter(prefix="/v1/streams", tags=["history"], dependencies=AUTHENTICATED)
@@ -46,13 +46,18 @@ class EvaluationPublic(BaseModel):
     "/{stream_id}/evaluation",
     response_model=EvaluationPublic,
     responses={
-        413: {"description": "Too expensive to compute: fewer folds or repeats."},
+        413: {
+            "description": "Too expensive to compute (its model fits, or the time budget "
+            "once running): fewer folds or repeats."
+        },
+        429: {"description": "Too many evaluations of the tenant, or in all, under way."},
         422: {"description": "Bad parameters, or a stream that cannot be evaluated."},
     },
 )
 async def get_evaluation(
     stream_id: StreamIdPath,
     engine: EngineDep,
+    tenant: TenantDep,
     model: Annotated[str, Query(max_length=32)] = "knn",
     folds: Annotated[int, Query(ge=2, le=MAX_FOLDS)] = 5,
     repeats: Annotated[int, Query(ge=1, le=MAX_REPEATS)] = 1,
@@ -64,5 +69,7 @@ async def get_evaluation(
     single selected feature. Supervised instance streams: the prequential
     (test-then-train) accuracy, overall and over the last 1,000 instances.
     """
-    doc: dict[str, Any] = await engine.evaluation(stream_id, model, folds, repeats, offload.compute)
+    doc: dict[str, Any] = await engine.evaluation(
+        stream_id, model, folds, repeats, offload.compute, tenant=tenant
+    )
     return JSONResponse(doc)
