@@ -84,7 +84,10 @@ def test_grafting_and_ofs_refuse_multiclass_streams_naming_the_ones_that_accept_
     with httpx.Client(base_url=serve.url, timeout=30) as h:
         r = h.post("/v1/streams", json={"algorithm": "grafting", "target": labels(["a", "b", "c"])})
         assert r.status_code == 422, r.text
-        assert "alpha_investing, fast_osfs, fires, group_saola, osfs, saola" in r.json()["detail"]
+        assert (
+            "alpha_investing, fast_osfs, fires, group_saola, osfs, ossfs_dd, saola"
+            in r.json()["detail"]
+        )
         r = h.post(
             "/v1/streams",
             json={"algorithm": "ofs", "feature_names": NAMES, "params": {"num_features": 3},

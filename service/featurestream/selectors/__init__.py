@@ -18,12 +18,25 @@ from featurestream.selectors.group_saola import GroupSAOLA, GroupSAOLAParams
 from featurestream.selectors.nrfs import NRFS, NRFSParams
 from featurestream.selectors.ofs import OFS, OFSParams
 from featurestream.selectors.osfs import OSFS, FastOSFS, FastOSFSParams, OSFSParams
+from featurestream.selectors.ossfs_dd import OSSFSDD, OSSFSDDParams
 from featurestream.selectors.params import Params
 from featurestream.selectors.saola import SAOLA, SAOLAParams, SAOLAState
 
 REGISTRY: dict[str, type[Selector]] = {  # type: ignore[type-arg]
     cls.name: cls
-    for cls in (SAOLA, GroupSAOLA, OSFS, FastOSFS, AlphaInvesting, Grafting, OFS, FSDS, FIRES, NRFS)
+    for cls in (
+        SAOLA,
+        GroupSAOLA,
+        OSFS,
+        FastOSFS,
+        AlphaInvesting,
+        Grafting,
+        OFS,
+        FSDS,
+        FIRES,
+        NRFS,
+        OSSFSDD,
+    )
 }
 
 __all__ = [
@@ -32,6 +45,7 @@ __all__ = [
     "NRFS",
     "OFS",
     "OSFS",
+    "OSSFSDD",
     "REGISTRY",
     "SAOLA",
     "AlphaInvesting",
@@ -52,6 +66,7 @@ __all__ = [
     "NRFSParams",
     "OFSParams",
     "OSFSParams",
+    "OSSFSDDParams",
     "Params",
     "Reason",
     "SAOLAParams",

@@ -20,6 +20,7 @@ class Reason(enum.StrEnum):
     GRADIENT_BELOW_LAMBDA1 = "gradient below lambda1"
     WEIGHT_SHRUNK_TO_ZERO = "weight shrunk to zero"
     MAX_FEATURES = "max_features"
+    UNDETERMINED = "undetermined"
 
 
 @dataclass(frozen=True)

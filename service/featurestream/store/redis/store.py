@@ -1,0 +1,710 @@
+"""The Redis store: streams in Redis or a Redis Cluster, shared by any number of processes.
+
+Layout (``store/keys.py``): per stream a meta hash, the state string, an event
+log Stream with one entry per commit (entry id ``<version>-0``), the producers
+hash (last seq), the stored-responses hash and the names log (store/names.py),
+all under one hash tag, so a Redis Cluster keeps a stream on one slot. Writes
+are the Lua scripts beside this module, so each is atomic on the server and
+touches one slot; the commit script is a compare-and-set on (incarnation,
+version, last commit id). Every call is bounded by ``store_timeout`` end to end
+(a hung Redis: SIGSTOP, a partition, a long fork; a call cut short is cancelled
+inside redis-py, which then closes that connection); Redis errors become the
+store's own here and nowhere else (``faults.py``).
+
+Cluster: ``redis+cluster://host:port[,host:port...]`` (``rediss+cluster://``
+for TLS) uses redis-py's cluster client, which routes each command to the
+master of its slot and follows the topology as it changes. There is no key
+shared by every stream or tenant.
+
+Tenants: each tenant's stream ids are a sorted set of their own (one key). A
+create first *reserves* its id there with a script that counts the set and
+adds the id in one step (the per-tenant quota, atomic however many processes
+create at once), then creates the stream's keys, then marks the reservation
+done (score 0): three single-slot steps, since the index and the stream live
+on different slots of a cluster. A reservation whose create never happened (a
+crash, an outage, an unknown outcome) is dropped once it is older than a
+minute and its stream does not exist, when the tenant next reaches its quota;
+a retried create completes one whose stream exists. So creating is O(1) in
+the number of streams and listing reads the tenant's own index and streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager, suppress
+from typing import Any, TypeVar
+
+from redis import exceptions as rex
+from redis.asyncio.cluster import RedisCluster
+
+from featurestream.config import Settings
+from featurestream.errors import (
+    ConcurrentUpdate,
+    DuplicateNames,
+    StoreFull,
+    StoreUnavailable,
+    StreamExists,
+    StreamNotFound,
+)
+from featurestream.store.base import (
+    Commit,
+    EventEntry,
+    QuotaReached,
+    StreamHead,
+    StreamRecord,
+    StreamSummary,
+    Subscription,
+    ttl_ms,
+)
+from featurestream.store.keys import (
+    StreamKeys,
+    legacy_index_key,
+    response_field,
+    stream_keys,
+    tenant_index_key,
+)
+from featurestream.store.names import (
+    INDEX_NAMES,
+    INLINE_NAMES,
+    NamesCache,
+    NameSet,
+    StreamNames,
+    split,
+)
+from featurestream.store.redis.connect import connect
+from featurestream.store.redis.faults import rediscover, store_error
+from featurestream.store.redis.health import not_writable, out_of_memory
+from featurestream.store.redis.hub import PubSubHub
+from featurestream.store.redis.scripts import Scripts
+from featurestream.store.redis.tenants import RESERVATION_GRACE, Reservations
+from featurestream.store.redis.writes import Writes
+
+log = logging.getLogger("featurestream.store")
+T = TypeVar("T")
+
+# Log entries one names_since.lua call returns at most: an entry holds the names of a
+# request (at most max_columns_per_request of them), so a reply holds no more names
+# than the commit that wrote them carried.
+NAMES_ENTRIES = 1
+
+# Members of the set of names of releases before the log read per SSCAN call.
+LEGACY_NAMES_PIECE = 1000
+
+_SUMMARY_FIELDS = ("info", "version", "updated_at", "selection", "status")
+
+# Seconds /readyz fails after Redis refused a write for want of memory (unless it
+# has room again, or a write succeeds, before).
+FULL_HOLD = 10.0
+
+
+class RedisStore:
+    """StateStore on a Redis server or a Redis Cluster (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        prefix: str = "fs",
+        replay_window: int = 1000,
+        replay_bytes: int = 16 * 1024 * 1024,
+        event_retention: int = 10_000,
+        timeout: float = 2.0,
+        replicas_ack: int = 0,
+        replicas_ack_timeout: float = 1.0,
+        notify_socket_timeout: float | None = None,
+        names_cache: int = INDEX_NAMES,
+    ):
+        self._redis = client
+        self._notify_socket_timeout = notify_socket_timeout
+        self._cluster = isinstance(client, RedisCluster)
+        self._prefix = prefix
+        self._replay_window = replay_window
+        self._replay_bytes = replay_bytes
+        self._event_retention = event_retention
+        self._timeout = timeout
+        self._writes = Writes(client, replicas_ack, replicas_ack_timeout)
+        scripts = Scripts(client)
+        self._create, self._commit = scripts.create, scripts.commit
+        self._names_since = scripts.names_since
+        self._unreserve = scripts.unreserve
+        self._reservations = Reservations(client, prefix, scripts.reserve, scripts.drop_stale)
+        self._migrated = False
+        self._names = NamesCache(names_cache)
+        self._adding: set[asyncio.Task[None]] = set()  # see commit
+        self._hub: PubSubHub | None = None
+        # When Redis last refused a write for want of memory (None: not since it had room).
+        self._full_at: float | None = None
+        self._unready: str | None = None  # why /readyz said no last (None: it said yes)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RedisStore:
+        return cls(
+            connect(settings),
+            prefix=settings.key_prefix,
+            replay_window=settings.replay_window,
+            replay_bytes=settings.replay_bytes,
+            event_retention=settings.event_retention,
+            timeout=settings.store_timeout,
+            replicas_ack=settings.replicas_ack,
+            replicas_ack_timeout=settings.replicas_ack_timeout,
+            notify_socket_timeout=settings.redis_socket_timeout,
+            names_cache=settings.names_cache,
+        )
+
+    @property
+    def client(self) -> Any:
+        return self._redis
+
+    @property
+    def cluster(self) -> bool:
+        """Whether the store is a Redis Cluster."""
+        return self._cluster
+
+    @property
+    def prefix(self) -> str:
+        return self._prefix
+
+    @property
+    def full(self) -> bool:
+        """Whether Redis refused a write for want of memory and has not had room since."""
+        return self._full_at is not None
+
+    def _rediscover(self) -> None:
+        """Have the cluster client read the topology again before its next command."""
+        rediscover(self._redis)
+
+    def _timed_out(self) -> str:
+        return f"Redis did not answer within {self._timeout:g} s (store_timeout)."
+
+    @asynccontextmanager
+    async def _guard(self) -> AsyncIterator[None]:
+        """Every store call: bounded by ``store_timeout``, Redis errors as StoreUnavailable."""
+        try:
+            async with asyncio.timeout(self._timeout):
+                yield
+        except TimeoutError as exc:
+            self._rediscover()
+            raise StoreUnavailable(self._timed_out()) from exc
+        except rex.OutOfMemoryError as exc:
+            self._full_at = time.monotonic()
+            log.warning("Redis refused a write: out of memory (maxmemory): %s", exc)
+            raise StoreFull(
+                "Redis is out of memory (maxmemory) and refuses writes; nothing was applied. "
+                "Free memory (delete streams) or raise Redis's maxmemory, then retry."
+            ) from exc
+        except Exception as exc:
+            error = store_error(exc)
+            if error is None:
+                raise
+            self._rediscover()
+            raise error from exc
+
+    async def _script(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        return await self._writes.script(script, keys, args)
+
+    async def _write(self, key: str, *command: Any) -> Any:
+        return await self._writes.command(key, *command)
+
+    # ------------------------------------------------------------ life cycle
+
+    async def open(self) -> None:
+        try:
+            await self.migrate_legacy_index()
+        except StoreUnavailable as exc:
+            # Not fatal: the first create or listing tries again.
+            log.warning("streams of release 0.1.0 not indexed yet (%s); retried on first use", exc)
+
+    async def migrate_legacy_index(self) -> int:
+        """Move the streams that release 0.1.0 listed in ``<prefix>:streams`` into their
+        tenants' indexes; how many.
+
+        Runs once per process: a start costs one SCARD once the set is empty. An id
+        whose stream is gone is only removed. Nothing writes that set any more.
+        """
+        if self._migrated:
+            return 0
+        legacy = legacy_index_key(self._prefix)
+        moved = 0
+        while True:
+            # A batch at a time, each within its own store_timeout: thousands of old
+            # streams take a few round trips per 500, and each batch done stays done.
+            async with self._guard():
+                members: Any = await self._redis.srandmember(legacy, 500)
+                if not members:
+                    break
+                ids = sorted(m.decode() for m in members)
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for sid in ids:
+                        pipe.hget(stream_keys(self._prefix, sid).meta, "info")
+                    infos = await pipe.execute()
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for sid, info in zip(ids, infos, strict=True):
+                        if info is not None:
+                            tenant = json.loads(info).get("tenant")
+                            pipe.zadd(tenant_index_key(self._prefix, tenant), {sid: 0}, nx=True)
+                            moved += 1
+                        pipe.srem(legacy, sid)
+                    await pipe.execute()
+        self._migrated = True
+        if moved:
+            log.info("indexed %d stream(s) of release 0.1.0 by tenant", moved)
+        return moved
+
+    async def close(self) -> None:
+        for task in list(self._adding):
+            with suppress(Exception):
+                await task
+        if self._hub is not None:
+            await self._hub.close()
+            self._hub = None
+        await self._redis.aclose()
+
+    @property
+    def hub(self) -> PubSubHub:
+        """This process's pub/sub connections (opened on the first subscription)."""
+        if self._hub is None:
+            self._hub = PubSubHub(
+                self._redis,
+                cluster=self._cluster,
+                confirm_timeout=self._timeout,
+                socket_timeout=self._notify_socket_timeout,
+            )
+        return self._hub
+
+    @asynccontextmanager
+    async def subscribe(self, stream_id: str) -> AsyncIterator[Subscription]:
+        channel = stream_keys(self._prefix, stream_id).channel
+        sub = Subscription(stream_id)
+        hub = self.hub
+        await hub.add(channel, sub)
+        try:
+            yield sub
+        finally:
+            await hub.remove(channel, sub)
+
+    async def ping(self) -> bool:
+        """Whether the store answers within ``store_timeout`` and takes writes.
+
+        A single Redis must be a master (``ROLE``: a replica refuses writes). On a
+        cluster every master the client knows must answer ``ROLE`` as a master and
+        see the cluster ``ok`` (``CLUSTER INFO``: every slot served); otherwise, or
+        when a node does not answer, the client reads the topology again and asks
+        once more. All of it within one ``store_timeout``.
+
+        After an OOM refusal the process is not ready until a write succeeds, Redis
+        has room again (``INFO memory``: see :func:`_has_room`), or FULL_HOLD seconds
+        pass without another refusal (then writes are tried again).
+        """
+        deadline = asyncio.get_running_loop().time() + self._timeout
+        why = await self._why_not(deadline, self._not_writable)
+        if why is not None and self._cluster:
+            # The topology the client read before a failover names a master that is
+            # gone or demoted: read it again and ask once more, within the same time.
+            self._rediscover()
+            why = await self._why_not(deadline, self._not_writable)
+        if why is not None:
+            self._rediscover()
+        else:
+            why = await self._why_not(deadline, self._no_room)
+        return self._ready(why)
+
+    async def _why_not(
+        self, deadline: float, check: Callable[[], Awaitable[str | None]]
+    ) -> str | None:
+        """What ``check`` says stands in the way, or that Redis did not answer or
+        failed by ``deadline``; None when nothing does."""
+        try:
+            async with asyncio.timeout_at(deadline), self._guard():
+                return await check()
+        except TimeoutError:
+            return self._timed_out()
+        except (StoreUnavailable, rex.RedisError, rex.RedisClusterException, OSError) as exc:
+            return str(exc)
+
+    async def _no_room(self) -> str | None:
+        """Out of memory, within FULL_HOLD seconds of a refusal; None otherwise (and the
+        refusal is forgotten)."""
+        full_at = self._full_at
+        if full_at is not None and time.monotonic() - full_at < FULL_HOLD:
+            why = await out_of_memory(self._redis, self._cluster)
+            if why is not None:
+                return why
+        self._full_at = None
+        return None
+
+    def _ready(self, why: str | None) -> bool:
+        """Whether ready (``why`` None). Turning not ready is a warning, with why; back
+        to ready, or another reason meanwhile, a line at info."""
+        was, self._unready = self._unready, why
+        if why is None:
+            if was is not None:
+                log.info("the store takes writes again")
+        elif was is None:
+            log.warning("not ready: %s", why)
+        elif why != was:
+            log.info("still not ready: %s", why)
+        return why is None
+
+    async def _not_writable(self) -> str | None:
+        return await not_writable(self._redis, self._cluster)
+
+    # ------------------------------------------------------------ streams
+
+    async def create(
+        self,
+        stream_id: str,
+        info: dict[str, Any],
+        incarnation: str,
+        blob: bytes,
+        created_at: str,
+        selection: bytes,
+        status: bytes,
+        *,
+        tenant: str | None = None,
+        quota: int | None = None,
+    ) -> None:
+        k = stream_keys(self._prefix, stream_id)
+        owned = tenant_index_key(self._prefix, tenant)
+        await self.migrate_legacy_index()
+        async with self._guard():
+            # Three steps, each on one slot (the tenant's index and the stream live on
+            # different slots of a cluster): reserve the id in the tenant's index, the
+            # quota counted in the same script; create the stream; mark the entry done.
+            # A listing tolerates an index entry whose stream is missing, never the
+            # reverse; an interrupted create leaves a reservation that a retry completes
+            # or that is dropped once old (see _drop_stale_reservations).
+            reserved_at = time.time()
+            if not await self._reservations.reserve(owned, stream_id, quota, reserved_at):
+                raise QuotaReached(tenant, quota or 0)
+            try:
+                created = await self._script(
+                    self._create,
+                    list(k.all()),
+                    [
+                        json.dumps(info),
+                        incarnation,
+                        blob,
+                        created_at,
+                        selection,
+                        status,
+                        ttl_ms(info),
+                    ],
+                )
+            except rex.OutOfMemoryError:
+                # Refused before it ran (maxmemory): nothing of the stream exists, so the
+                # reservation is given back at once. Any other failure leaves it: the
+                # create may have happened (outcome unknown).
+                with suppress(rex.RedisError, rex.RedisClusterException, OSError):
+                    await self._unreserve(keys=[owned], args=[stream_id, reserved_at])
+                raise
+            # Done (score 0) whether created now or found (the id is this tenant's: ids
+            # are scoped by tenant), again in case a delete of the same id removed the
+            # reservation meanwhile.
+            await self._write(owned, "ZADD", owned, 0, stream_id)
+        self._full_at = None
+        if not created:
+            raise StreamExists(stream_id)
+
+    async def load(self, stream_id: str) -> StreamRecord:
+        k = stream_keys(self._prefix, stream_id)
+        async with self._guard(), self._redis.pipeline(transaction=True) as pipe:
+            pipe.hmget(k.meta, "info", "incarnation", "version", "commit_id")
+            pipe.get(k.state)
+            pipe.hgetall(k.producers)
+            meta, blob, producers = await pipe.execute()
+        if meta[0] is None or blob is None:
+            raise StreamNotFound(stream_id)
+        return StreamRecord(
+            info=json.loads(meta[0]),
+            incarnation=meta[1].decode(),
+            version=int(meta[2]),
+            blob=bytes(blob),
+            producers={p.decode(): int(s) for p, s in producers.items()},
+            commit_id=(meta[3] or b"").decode(),
+        )
+
+    async def head(self, stream_id: str) -> StreamHead:
+        k = stream_keys(self._prefix, stream_id)
+        async with self._guard():
+            values: Any = await self._redis.hmget(k.meta, "incarnation", "version", "commit_id")
+        if values[0] is None:
+            raise StreamNotFound(stream_id)
+        return StreamHead(values[0].decode(), int(values[1]), (values[2] or b"").decode())
+
+    async def selection(self, stream_id: str) -> tuple[int, bytes]:
+        k = stream_keys(self._prefix, stream_id)
+        async with self._guard():
+            values: Any = await self._redis.hmget(k.meta, "version", "selection")
+        if values[0] is None:
+            raise StreamNotFound(stream_id)
+        return int(values[0]), bytes(values[1])
+
+    async def summary(self, stream_id: str) -> StreamSummary:
+        k = stream_keys(self._prefix, stream_id)
+        async with self._guard():
+            values = await self._redis.hmget(k.meta, *_SUMMARY_FIELDS)
+        if values[0] is None:
+            raise StreamNotFound(stream_id)
+        return _summary(values)
+
+    async def commit(self, stream_id: str, commit: Commit) -> int:
+        """Commit a write as one compare-and-set (``commit.lua``).
+
+        A feature stream's names are unique: a write's new names are looked up in
+        this process's copy of the stream's names log, read up to date first
+        (``_names_of``); the script appends them to the log as one entry, only if
+        the log still ends where the copy does (else -4: read again, look up again).
+        Redis does no work per name, and no command holds it longer than a copy of
+        the request's names takes. See ``store/names.py``.
+        """
+        k = stream_keys(self._prefix, stream_id)
+        names = list(commit.names) if commit.state_changed else []
+        if not names:
+            result, _ = await self._commit_script(stream_id, k, commit)
+            return result
+        copy = self._names.get(stream_id, commit.incarnation)
+        await copy.lock.acquire()
+        handed = False  # the lock handed to the task that adds the names to the copy
+        try:
+            for _ in range(3):
+                looked = await self._names_of(stream_id, k, commit, copy)
+                if looked is None:
+                    # This commit is recorded (a retried call): its names are its own.
+                    result, _ = await self._commit_script(stream_id, k, commit)
+                    return result
+                known, groups = looked
+                result, appended = await self._commit_script(stream_id, k, commit, known)
+                if result != -4:
+                    break
+                # The log moved under the copy (a failover lost commits?): read it anew.
+                self._names.garbage.append(copy.reset())
+            else:
+                raise ConcurrentUpdate(stream_id, commit.expected_version)
+            if appended and (copy.chunks, copy.head) == known:
+                if len(names) > INLINE_NAMES:
+                    # Committed: the answer need not wait for the copy, only the next
+                    # write of this stream in this process does (it takes the lock).
+                    task = asyncio.get_running_loop().create_task(
+                        self._add_names(copy, groups, commit.commit_id)
+                    )
+                    self._adding.add(task)
+                    task.add_done_callback(self._adding.discard)
+                    handed = True
+                else:
+                    copy.add(groups, commit.commit_id)
+        finally:
+            if not handed:
+                copy.lock.release()
+            # Refused or failed too: the copy may have grown, or been read anew.
+            self._names.trim()
+            self._free_names()
+        return result
+
+    async def _add_names(self, copy: StreamNames, groups: list[list[str]], commit_id: str) -> None:
+        """The names of a commit into ``copy``, in a thread; then the copy's lock is free."""
+        try:
+            await asyncio.to_thread(copy.add, groups, commit_id)
+        finally:
+            copy.lock.release()
+
+    def _free_names(self) -> None:
+        """Free the names of the copies dropped, in a thread when they are many (not
+        awaited: nothing waits for memory to be freed)."""
+        garbage = self._names.take_garbage()
+        if sum(map(len, garbage)) > INLINE_NAMES:
+            asyncio.get_running_loop().run_in_executor(None, _free, garbage)
+        else:
+            _free(garbage)
+
+    async def _commit_script(
+        self, stream_id: str, k: StreamKeys, commit: Commit, known: tuple[int, str] = (0, "")
+    ) -> tuple[int, bool]:
+        """The commit script's (result, whether the names were appended to the log);
+        ``known``: where the names log ended when the names were looked up."""
+        pairs = commit.seq_responses()
+        args: list[Any] = [
+            commit.commit_id,
+            commit.incarnation,
+            commit.expected_version,
+            commit.expected_commit,
+            commit.blob if commit.state_changed else b"",
+            commit.updated_at,
+            commit.selection,
+            commit.status,
+            commit.events,
+            commit.producer or "",
+            len(pairs),
+            self._replay_window,
+            k.channel,
+            commit.notify,
+            1 if commit.state_changed else 0,
+            self._event_retention,
+            self._replay_bytes,
+        ]
+        for seq, response in pairs:
+            args += [seq, response]
+        args.append("\n".join(commit.names) if commit.state_changed else "")
+        args += [known[0], known[1]]
+        async with self._guard():
+            reply: Any = await self._script(self._commit, list(k.all()), args)
+        result, appended = int(reply[0]), bool(int(reply[1]))
+        if result >= 0:
+            self._full_at = None  # a write went through: Redis has room
+        if result == -2:
+            raise StreamNotFound(stream_id)
+        if result == -1:
+            raise ConcurrentUpdate(stream_id, commit.expected_version)
+        return result, appended
+
+    async def _names_of(
+        self, stream_id: str, k: StreamKeys, commit: Commit, copy: StreamNames
+    ) -> tuple[tuple[int, str], list[list[str]]] | None:
+        """Bring ``copy`` up to the end of the stream's names log and refuse the names of
+        ``commit`` already in it (DuplicateNames); where the log ends (entries, last id),
+        and the names grouped for ``copy.add``.
+
+        Only on top of the version the commit expects (else ConcurrentUpdate, as the
+        script would answer: the engine reloads and applies the write again); None
+        when the commit is already recorded (a retried call).
+        """
+        while True:
+            async with self._guard():
+                reply: Any = await self._names_since(
+                    keys=[k.meta, k.names_ids, k.names_log],
+                    args=[copy.chunks, copy.head, NAMES_ENTRIES],
+                )
+            head = tuple(None if v is None else bytes(v).decode() for v in reply[:3])
+            if head[2] == commit.commit_id:
+                return None
+            self._expect(stream_id, commit, head)
+            total, start = int(reply[3]), int(reply[4])
+            if start < 0:
+                # Not the log's first entries any more: read it from the start.
+                self._names.garbage.append(copy.reset())
+                continue
+            if not copy.legacy_read:
+                await self._legacy_names(k, copy)
+            ids, entries = reply[5], reply[6]
+            if entries:
+                size = sum(len(e) for e in entries) // 8
+                await _off_loop(size, copy.take, ids, entries)
+            if copy.chunks >= total:
+                break
+        names = list(commit.names)
+        dups, groups = await _off_loop(len(names), copy.check, names)
+        if dups:
+            raise DuplicateNames(stream_id, dups)
+        return (copy.chunks, copy.head), groups
+
+    async def _legacy_names(self, k: StreamKeys, copy: StreamNames) -> None:
+        """Into ``copy``: the names releases before the log kept (a set, and the names
+        of a commit a process of such a release left pending), read once per copy."""
+        async with self._guard():
+            mark = await self._redis.hget(k.meta, "names_pending")
+            pending = None if mark is None else await self._redis.get(k.names_pending)
+        if pending is not None:
+            copy.seen.update(split(pending))
+        cursor: Any = 0
+        while True:
+            async with self._guard():
+                cursor, members = await self._redis.sscan(k.names, cursor, count=LEGACY_NAMES_PIECE)
+            copy.seen.update(bytes(m).decode() for m in members)
+            if int(cursor) == 0:
+                break
+        copy.legacy_read = True
+
+    @staticmethod
+    def _expect(stream_id: str, commit: Commit, head: tuple[str | None, ...]) -> None:
+        """StreamNotFound or ConcurrentUpdate unless the stream is where ``commit`` expects."""
+        version, incarnation, last = head[0], head[1], head[2] or ""
+        if version is None:
+            raise StreamNotFound(stream_id)
+        if (
+            incarnation != commit.incarnation
+            or int(version) != commit.expected_version
+            or last != commit.expected_commit
+        ):
+            raise ConcurrentUpdate(stream_id, commit.expected_version)
+
+    async def events(self, stream_id: str, from_version: int, count: int) -> list[EventEntry]:
+        k = stream_keys(self._prefix, stream_id)
+        async with self._guard():
+            rows: Any = await self._redis.xrange(
+                k.events, min=f"{max(from_version, 0)}-0", count=count
+            )
+            if not rows and not await self._redis.exists(k.meta):
+                raise StreamNotFound(stream_id)
+        return [EventEntry(int(eid.split(b"-")[0]), bytes(fields[b"e"])) for eid, fields in rows]
+
+    async def stored_response(self, stream_id: str, producer: str, seq: int) -> bytes | None:
+        k = stream_keys(self._prefix, stream_id)
+        async with self._guard():
+            value: Any = await self._redis.hget(k.responses, response_field(producer, seq))
+            if value is not None and self._writes.acknowledged_by:
+                # The write it answers may never have reached a replica (its first try got
+                # 503): a write behind it that replicas acknowledge carries it with it, as
+                # replication keeps the order of the master's writes.
+                await self._writes.acknowledged(k.barrier, ("SET", k.barrier, b"", "PX", 60_000))
+        return None if value is None else bytes(value)
+
+    async def list_streams(self, tenant: str | None = None) -> list[StreamSummary]:
+        await self.migrate_legacy_index()
+        async with self._guard():
+            members: Any = await self._redis.zrange(tenant_index_key(self._prefix, tenant), 0, -1)
+            ids = sorted(m.decode() for m in members)
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for sid in ids:
+                    pipe.hmget(stream_keys(self._prefix, sid).meta, *_SUMMARY_FIELDS)
+                rows = await pipe.execute()
+        return [_summary(values) for values in rows if values[0] is not None]
+
+    async def delete(self, stream_id: str) -> bool:
+        k = stream_keys(self._prefix, stream_id)
+        async with self._guard():
+            info: Any = await self._redis.hget(k.meta, "info")
+            # One UNLINK of the stream's keys (one slot), then its index entry (a listing
+            # skips an entry whose stream is gone; the quota drops it once old). UNLINK
+            # frees the values in a background thread: a DEL of a stream of a million
+            # feature names held Redis, and every read, for a quarter of a second.
+            await self._write(k.meta, "UNLINK", *k.all(), k.barrier)
+            self._names.drop(stream_id)
+            self._free_names()
+            if info is not None:
+                tenant = json.loads(info).get("tenant")
+                index = tenant_index_key(self._prefix, tenant)
+                await self._redis.zrem(index, stream_id)
+                # A create of the same id may have run between the DEL and the ZREM:
+                # its stream exists and must stay listed (and counted against the quota).
+                if await self._redis.exists(k.meta):
+                    await self._redis.zadd(index, {stream_id: 0}, nx=True)
+        return info is not None
+
+
+def _free(garbage: list[NameSet]) -> None:
+    for names in garbage:
+        names.free()
+
+
+async def _off_loop(size: int, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``: in a thread when it handles more than INLINE_NAMES names."""
+    if size > INLINE_NAMES:
+        return await asyncio.to_thread(fn, *args)
+    return fn(*args)
+
+
+def _summary(values: Sequence[Any]) -> StreamSummary:
+    info, version, updated_at, selection, status = values
+    return StreamSummary(
+        info=json.loads(info),
+        version=int(version),
+        updated_at=updated_at.decode(),
+        selection=bytes(selection),
+        status=bytes(status),
+    )
+
+
+__all__ = ["RESERVATION_GRACE", "RedisStore"]
