@@ -97,6 +97,11 @@ def store_error(exc: BaseException) -> StoreUnavailable | None:
     return StoreUnavailable(f"Redis is unavailable (client: {exc!r})")
 
 
+def timed_out(timeout: float) -> str:
+    """What a call that ran past ``store_timeout`` answers."""
+    return f"Redis did not answer within {timeout:g} s (store_timeout)."
+
+
 def rediscover(client: Any) -> None:
     """Have a cluster client read the topology again before its next command."""
     if isinstance(client, RedisCluster):

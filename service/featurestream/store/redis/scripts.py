@@ -8,6 +8,8 @@ from functools import cache
 from importlib.resources import files
 from typing import Any
 
+from featurestream.store.base import Commit
+
 
 @cache
 def source(name: str) -> str:
@@ -25,3 +27,37 @@ class Scripts:
         self.create = client.register_script(source("create"))
         self.commit = client.register_script(source("commit"))
         self.names_since = client.register_script(source("names_since"))
+
+
+def commit_args(
+    commit: Commit, channel: str, limits: tuple[int, int, int], known: tuple[int, str]
+) -> list[Any]:
+    """The ARGV of ``commit.lua`` for ``commit``: ``limits`` are the replay window, the
+    event retention and the replay bytes; ``known`` where the names log ended when the
+    names were looked up (entries, id of the last)."""
+    window, retention, replay_bytes = limits
+    pairs = commit.seq_responses()
+    args: list[Any] = [
+        commit.commit_id,
+        commit.incarnation,
+        commit.expected_version,
+        commit.expected_commit,
+        commit.blob if commit.state_changed else b"",
+        commit.updated_at,
+        commit.selection,
+        commit.status,
+        commit.events,
+        commit.producer or "",
+        len(pairs),
+        window,
+        channel,
+        commit.notify,
+        1 if commit.state_changed else 0,
+        retention,
+        replay_bytes,
+    ]
+    for seq, response in pairs:
+        args += [seq, response]
+    args.append("\n".join(commit.names) if commit.state_changed else "")
+    args += [known[0], known[1]]
+    return args

@@ -15,17 +15,7 @@ Cluster: ``redis+cluster://host:port[,host:port...]`` (``rediss+cluster://``
 for TLS) uses redis-py's cluster client, which routes each command to the
 master of its slot and follows the topology as it changes. There is no key
 shared by every stream or tenant.
-
-Tenants: each tenant's stream ids are a sorted set of their own (one key). A
-create first *reserves* its id there with a script that counts the set and
-adds the id in one step (the per-tenant quota, atomic however many processes
-create at once), then creates the stream's keys, then marks the reservation
-done (score 0): three single-slot steps, since the index and the stream live
-on different slots of a cluster. A reservation whose create never happened (a
-crash, an outage, an unknown outcome) is dropped once it is older than a
-minute and its stream does not exist, when the tenant next reaches its quota;
-a retried create completes one whose stream exists. So creating is O(1) in
-the number of streams and listing reads the tenant's own index and streams.
+Tenants: see ``tenants.py``.
 """
 
 from __future__ import annotations
@@ -34,7 +24,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Any, TypeVar
 
@@ -74,10 +64,10 @@ from featurestream.store.names import (
     StreamNames,
 )
 from featurestream.store.redis.connect import connect
-from featurestream.store.redis.faults import rediscover, store_error
-from featurestream.store.redis.health import not_writable, out_of_memory
+from featurestream.store.redis.faults import rediscover, store_error, timed_out
+from featurestream.store.redis.health import Readiness
 from featurestream.store.redis.hub import PubSubHub
-from featurestream.store.redis.scripts import Scripts
+from featurestream.store.redis.scripts import Scripts, commit_args
 from featurestream.store.redis.tenants import RESERVATION_GRACE, Reservations
 from featurestream.store.redis.writes import Writes
 
@@ -90,10 +80,6 @@ T = TypeVar("T")
 NAMES_ENTRIES = 1
 
 _SUMMARY_FIELDS = ("info", "version", "updated_at", "selection", "status")
-
-# Seconds /readyz fails after Redis refused a write for want of memory (unless it
-# has room again, or a write succeeds, before).
-FULL_HOLD = 10.0
 
 
 class RedisStore:
@@ -130,9 +116,7 @@ class RedisStore:
         self._names = NamesCache(names_cache)
         self._adding: set[asyncio.Task[None]] = set()  # see commit
         self._hub: PubSubHub | None = None
-        # When Redis last refused a write for want of memory (None: not since it had room).
-        self._full_at: float | None = None
-        self._unready: str | None = None  # why /readyz said no last (None: it said yes)
+        self._readiness = Readiness(client, timeout, self._guard)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RedisStore:
@@ -165,14 +149,14 @@ class RedisStore:
     @property
     def full(self) -> bool:
         """Whether Redis refused a write for want of memory and has not had room since."""
-        return self._full_at is not None
+        return self._readiness.full_at is not None
 
     def _rediscover(self) -> None:
         """Have the cluster client read the topology again before its next command."""
         rediscover(self._redis)
 
     def _timed_out(self) -> str:
-        return f"Redis did not answer within {self._timeout:g} s (store_timeout)."
+        return timed_out(self._timeout)
 
     @asynccontextmanager
     async def _guard(self) -> AsyncIterator[None]:
@@ -184,7 +168,7 @@ class RedisStore:
             self._rediscover()
             raise StoreUnavailable(self._timed_out()) from exc
         except rex.OutOfMemoryError as exc:
-            self._full_at = time.monotonic()
+            self._readiness.full_at = time.monotonic()
             log.warning("Redis refused a write: out of memory (maxmemory): %s", exc)
             raise StoreFull(
                 "Redis is out of memory (maxmemory) and refuses writes; nothing was applied. "
@@ -241,70 +225,9 @@ class RedisStore:
             await hub.remove(channel, sub)
 
     async def ping(self) -> bool:
-        """Whether the store answers within ``store_timeout`` and takes writes.
-
-        A single Redis must be a master (``ROLE``: a replica refuses writes). On a
-        cluster every master the client knows must answer ``ROLE`` as a master and
-        see the cluster ``ok`` (``CLUSTER INFO``: every slot served); otherwise, or
-        when a node does not answer, the client reads the topology again and asks
-        once more. All of it within one ``store_timeout``.
-
-        After an OOM refusal the process is not ready until a write succeeds, Redis
-        has room again (``INFO memory``: see :func:`_has_room`), or FULL_HOLD seconds
-        pass without another refusal (then writes are tried again).
-        """
-        deadline = asyncio.get_running_loop().time() + self._timeout
-        why = await self._why_not(deadline, self._not_writable)
-        if why is not None and self._cluster:
-            # The topology the client read before a failover names a master that is
-            # gone or demoted: read it again and ask once more, within the same time.
-            self._rediscover()
-            why = await self._why_not(deadline, self._not_writable)
-        if why is not None:
-            self._rediscover()
-        else:
-            why = await self._why_not(deadline, self._no_room)
-        return self._ready(why)
-
-    async def _why_not(
-        self, deadline: float, check: Callable[[], Awaitable[str | None]]
-    ) -> str | None:
-        """What ``check`` says stands in the way, or that Redis did not answer or
-        failed by ``deadline``; None when nothing does."""
-        try:
-            async with asyncio.timeout_at(deadline), self._guard():
-                return await check()
-        except TimeoutError:
-            return self._timed_out()
-        except (StoreUnavailable, rex.RedisError, rex.RedisClusterException, OSError) as exc:
-            return str(exc)
-
-    async def _no_room(self) -> str | None:
-        """Out of memory, within FULL_HOLD seconds of a refusal; None otherwise (and the
-        refusal is forgotten)."""
-        full_at = self._full_at
-        if full_at is not None and time.monotonic() - full_at < FULL_HOLD:
-            why = await out_of_memory(self._redis, self._cluster)
-            if why is not None:
-                return why
-        self._full_at = None
-        return None
-
-    def _ready(self, why: str | None) -> bool:
-        """Whether ready (``why`` None). Turning not ready is a warning, with why; back
-        to ready, or another reason meanwhile, a line at info."""
-        was, self._unready = self._unready, why
-        if why is None:
-            if was is not None:
-                log.info("the store takes writes again")
-        elif was is None:
-            log.warning("not ready: %s", why)
-        elif why != was:
-            log.info("still not ready: %s", why)
-        return why is None
-
-    async def _not_writable(self) -> str | None:
-        return await not_writable(self._redis, self._cluster)
+        """Whether the store answers within ``store_timeout`` and takes writes
+        (:class:`Readiness`)."""
+        return await self._readiness.ping()
 
     # ------------------------------------------------------------ streams
 
@@ -358,7 +281,7 @@ class RedisStore:
             # are scoped by tenant), again in case a delete of the same id removed the
             # reservation meanwhile.
             await self._write(owned, "ZADD", owned, 0, stream_id)
-        self._full_at = None
+        self._readiness.full_at = None
         if not created:
             raise StreamExists(stream_id)
 
@@ -478,35 +401,13 @@ class RedisStore:
     ) -> tuple[int, bool]:
         """The commit script's (result, whether the names were appended to the log);
         ``known``: where the names log ended when the names were looked up."""
-        pairs = commit.seq_responses()
-        args: list[Any] = [
-            commit.commit_id,
-            commit.incarnation,
-            commit.expected_version,
-            commit.expected_commit,
-            commit.blob if commit.state_changed else b"",
-            commit.updated_at,
-            commit.selection,
-            commit.status,
-            commit.events,
-            commit.producer or "",
-            len(pairs),
-            self._replay_window,
-            k.channel,
-            commit.notify,
-            1 if commit.state_changed else 0,
-            self._event_retention,
-            self._replay_bytes,
-        ]
-        for seq, response in pairs:
-            args += [seq, response]
-        args.append("\n".join(commit.names) if commit.state_changed else "")
-        args += [known[0], known[1]]
+        limits = (self._replay_window, self._event_retention, self._replay_bytes)
+        args = commit_args(commit, k.channel, limits, known)
         async with self._guard():
             reply: Any = await self._script(self._commit, list(k.all()), args)
         result, appended = int(reply[0]), bool(int(reply[1]))
         if result >= 0:
-            self._full_at = None  # a write went through: Redis has room
+            self._readiness.full_at = None  # a write went through: Redis has room
         if result == -2:
             raise StreamNotFound(stream_id)
         if result == -1:

@@ -1,6 +1,16 @@
-"""Reservations in a tenant's index of streams (see reserve.lua): the per-tenant quota,
-atomic however many processes create at once, and the entries of creates that never
-happened dropped once old."""
+"""Reservations in a tenant's index of streams (see reserve.lua).
+
+Each tenant's stream ids are a sorted set of their own (one key). A create
+first *reserves* its id there with a script that counts the set and adds the id
+in one step (the per-tenant quota, atomic however many processes create at
+once), then creates the stream's keys, then marks the reservation done (score
+0): three single-slot steps, since the index and the stream live on different
+slots of a cluster. A reservation whose create never happened (a crash, an
+outage, an unknown outcome) is dropped once it is older than a minute and its
+stream does not exist, when the tenant next reaches its quota; a retried create
+completes one whose stream exists. So creating is O(1) in the number of streams
+and listing reads the tenant's own index and streams.
+"""
 
 from __future__ import annotations
 
