@@ -146,11 +146,16 @@ def _replay(server: ServeProcess, sid: str, params: dict[str, object]) -> dict[s
 
 
 def test_replay_raw_breast_cancer_csv_into_ofs_has_few_mistakes(server: ServeProcess) -> None:
-    status = _replay(server, "bc-ofs", {"num_features": 10})
+    status = _replay(server, "bc-ofs", {"num_features": 10, "scale": "standard"})
     assert status["instances_seen"] == 569
     assert status["scale"] == "standard"
     rate = int(status["mistakes"]) / 569  # type: ignore[call-overload]
     assert rate <= 0.15, rate
+    # The default, max-abs scaling, also learns from the raw values.
+    default = _replay(server, "bc-ofs-maxabs", {"num_features": 10})
+    assert default["scale"] == "maxabs"
+    rate = int(default["mistakes"]) / 569  # type: ignore[call-overload]
+    assert rate <= 0.2, rate
     # The published OFS on the raw values: worse than always answering "benign" (37%).
     raw = _replay(server, "bc-ofs-raw", {"num_features": 10, "scale": "none"})
     assert int(raw["mistakes"]) / 569 > 0.3  # type: ignore[call-overload]

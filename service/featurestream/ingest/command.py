@@ -13,11 +13,13 @@ import argparse
 import asyncio
 import logging
 import signal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from featurestream.config import Settings
 from featurestream.errors import InvalidInput
-from featurestream.ingest.stats import ConsumerStats
+
+if TYPE_CHECKING:
+    from featurestream.ingest.stats import ConsumerStats
 
 log = logging.getLogger("featurestream.ingest")
 
@@ -42,6 +44,7 @@ async def consume(
     from featurestream.engine import StreamEngine
     from featurestream.ingest import kafka_source, nats_source, redis_source
     from featurestream.ingest.applier import Applier
+    from featurestream.ingest.stats import ConsumerStats
     from featurestream.store import open_store
 
     settings = settings or Settings()

@@ -4,10 +4,15 @@ docs/algorithms/alpha_investing.md, "Exact rules". The i-th arriving feature (i 
 first) is tested at level alpha_i = w / (2 i) with the p-value of adding it to
 the least-squares fit of y on [1, S]:
 
-    p = exp((SSE_new - SSE_old) / (2 sigma2)),    sigma2 = SSE_old / n.
+    p = exp((SSE_new - SSE_old) / (2 sigma2)),    sigma2 = SSE_old / (n - |S| - 1).
 
 It is accepted iff p < alpha_i, which pays w += dw - alpha_i; a rejection costs
-w -= alpha_i. Accepted features are never evicted.
+w -= alpha_i. Accepted features are never evicted. The default (``variance:
+"residual"``) estimates sigma2 with the residual degrees of freedom of the fit
+on [1, S] and accepts no feature that would leave fewer than RESIDUAL_MARGIN of
+them, so a fit nearing saturation (as many parameters as rows) stops taking
+noise; ``variance: "reference"`` is the published rule, sigma2 = SSE_old / n
+without a limit.
 
 The fit is kept incrementally: the State holds an orthonormal basis Q of
 span[1, S] (one row per basis vector) and the residual r of y on that span. For
@@ -38,12 +43,15 @@ from featurestream.selectors.decisions import (
     Reason,
     ScoreKind,  # scores
 )
-from featurestream.selectors.params import Interval, Params
+from featurestream.selectors.params import Interval, Params, StrOptions
 from featurestream.selectors.targets import indicators
 from featurestream.stats.columns import row_dots
 from featurestream.stats.sparse import Columns
 
 _EPS = float(np.finfo(np.float64).eps)
+# variance "residual": a feature is accepted only while the model [1, S, f] leaves
+# at least this many residual degrees of freedom (n - |S| - 2).
+RESIDUAL_MARGIN = 10
 
 
 def span_tolerance(n: int) -> float:
@@ -160,9 +168,12 @@ class _Pending:
         sse: float,
         y_norm: float,
         tol: float,
-        n: int,
+        dof: int,
     ) -> tuple[Vector, np.ndarray[Any, np.dtype[np.bool_]]]:
         """(SSE_new - SSE_old) / (2 sigma2) and the in-span mask of columns ``start:``.
+
+        sigma2 = SSE_old / dof: dof is n (the published rule) or the residual
+        degrees of freedom n - |S| - 1 of the fit on [1, S].
 
         SSE_new - SSE_old = -(q_f . r)^2 is used directly rather than as the
         difference of two nearly equal sums, which would lose the small
@@ -174,7 +185,7 @@ class _Pending:
             # makes step 2 read 0/0. No column can lower SSE below 0, so every
             # later column has SSE_new = SSE_old and we take p = exp(0) = 1.
             return np.zeros(m), np.ones(m, dtype=bool)
-        sigma2 = sse / n
+        sigma2 = sse / max(dof, 1)
         outside = self.outside_sq[start:]
         dense = ~(outside >= _CANCELLATION * self.centred_sq[start:])
         safe = np.where(dense, 1.0, outside)
@@ -231,14 +242,22 @@ class AlphaInvestingParams(Params):
     constraints: ClassVar[dict[str, Any]] = {
         "w0": Interval(float, 0.0, 1.0, "right"),
         "dw": Interval(float, 0.0, 1.0, "both"),
+        "variance": StrOptions(("residual", "reference")),
     }
+    # A stream stored before ``variance`` existed keeps the rule it was created with.
+    legacy: ClassVar[dict[str, Any]] = {"variance": "reference"}
     descriptions: ClassVar[dict[str, str]] = {
         "w0": "initial alpha-wealth",
         "dw": "wealth paid back on each acceptance",
+        "variance": "`residual`: sigma2 = SSE_old over the residual degrees of freedom "
+        "(n - 1 - the number selected), and no feature accepted "
+        f"that would leave the model fewer than {RESIDUAL_MARGIN} residual degrees of freedom; "
+        "`reference`: sigma2 = SSE_old / n and no limit (the published algorithm)",
     }
 
     w0: float = 0.5
     dw: float = 0.5
+    variance: str = "residual"
 
 
 @dataclass(frozen=True)
@@ -288,12 +307,14 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
     Parameters
     ----------
     params : AlphaInvestingParams
-        ``w0`` (initial wealth, default 0.5) and ``dw`` (payout on acceptance,
-        default 0.5).
+        ``w0`` (initial wealth, default 0.5), ``dw`` (payout on acceptance,
+        default 0.5) and ``variance`` (``residual``, default, or ``reference``).
 
     Examples
     --------
-    With y = 1..6, column ``a`` = [1, 2, 3, 4, 6, 5] has centred cross product
+    The published rule (``variance: "reference"``, sigma2 = SSE_old / n; the
+    default would accept nothing from 6 rows, fewer than the margin). With
+    y = 1..6, column ``a`` = [1, 2, 3, 4, 6, 5] has centred cross product
     16.5 with y and SST = 17.5, so adding it removes 16.5^2 / 17.5 = 15.557 of
     SSE_old = 17.5: p = exp(-15.557 / (2 * 17.5 / 6)) = exp(-2.667) = 0.0695 <
     alpha_1 = 0.5 / 2, accepted, w = 0.5 + 0.5 - 0.25 = 0.75. The constant
@@ -302,7 +323,7 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
 
     >>> import numpy as np
     >>> y = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
-    >>> sel = AlphaInvesting.start(AlphaInvestingParams(), y)
+    >>> sel = AlphaInvesting.start(AlphaInvestingParams(variance="reference"), y)
     >>> d = sel.learn_features(
     ...     ["a", "c", "b"],
     ...     [[1, 2, 3, 4, 6, 5],
@@ -414,9 +435,13 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
         pendings = [_Pending(cols, s.Q, r, centred_norm[cand] ** 2) for r in residuals]
         basis: list[Vector] = list(s.Q)
 
+        residual_variance = p.variance == "residual"
+
         def tests(start: int) -> tuple[Vector, np.ndarray[Any, np.dtype[np.bool_]]]:
+            # len(basis) = 1 + |S|: the parameters of the fit on [1, S].
+            dof = n - len(basis) if residual_variance else n
             parts = [
-                pending.exponents(start, basis, r, sse, y_norm, tol, n)
+                pending.exponents(start, basis, r, sse, y_norm, tol, dof)
                 for pending, r, sse, y_norm in zip(pendings, residuals, sses, y_norms, strict=True)
             ]
             return _p_values(parts)
@@ -444,7 +469,10 @@ class AlphaInvesting(FeatureSelector[AlphaInvestingParams, AlphaInvestingState])
             # A p-value of 1 is never below alpha_i <= 1/2 (see the Params
             # docstring); `in_span` is kept in the test so that a column that
             # adds no direction can never reach the basis.
-            if not (p_val < alpha_i and not in_span[k]):
+            # variance "residual": [1, S, f] must leave RESIDUAL_MARGIN residual
+            # degrees of freedom, n - (len(basis) + 1); past that the fit is saturated.
+            saturated = residual_variance and n - len(basis) - 1 < RESIDUAL_MARGIN
+            if saturated or not (p_val < alpha_i and not in_span[k]):
                 wealth -= alpha_i
                 decisions.append(Decision(name, False, Reason.NOT_SIGNIFICANT, score=p_val))
                 continue

@@ -36,16 +36,18 @@ from featurestream.selectors.targets import sign_code, typed_labels
 from featurestream.stats.sparse import is_sparse
 
 Index = np.ndarray[Any, np.dtype[np.intp]]
+_NONE: Vector = np.zeros(0)  # no running maxima: instances not max-abs scaled
 
 
 @dataclass(frozen=True, kw_only=True)
 class OFSParams(Params):
     """Parameters of OFS (named as in docs/algorithms.md, "OFS").
 
-    ``num_features`` has no default: it is required. ``scale`` is ``standard``
-    (the default: each instance standardised with running statistics first)
-    or ``none`` (the published OFS). Streams stored before ``scale`` existed
-    learnt from the values as sent, so they read back as ``none``.
+    ``num_features`` has no default: it is required. ``scale`` is ``maxabs``
+    (the default: each value divided by its feature's running maximum |x|),
+    ``standard`` (running mean and variance) or ``none`` (the published OFS).
+    Streams stored before ``scale`` existed learnt from the values as sent, so
+    they read back as ``none``.
     """
 
     algorithm: ClassVar[str] = "OFS"
@@ -58,7 +60,7 @@ class OFSParams(Params):
         "mode": StrOptions(("full", "partial")),
         "epsilon": Interval(float, 0.0, 1.0, "right"),
         "seed": Interval(int, 0, None, "left"),
-        "scale": StrOptions(("standard", "none")),
+        "scale": StrOptions(("maxabs", "standard", "none")),
         "half_life": HALF_LIFE,
     }
     legacy: ClassVar[dict[str, Any]] = {"scale": "none"}
@@ -72,9 +74,10 @@ class OFSParams(Params):
         "mode": "`partial`: observe only B features of each instance (OFS-P)",
         "epsilon": "partial mode: probability of exploring B random features",
         "seed": "partial mode: seed of the exploration draws",
-        "scale": "`standard`: each instance is standardised with the running mean and variance "
-        "of every feature before OFS predicts and learns; `none`: values as sent (the "
-        "published OFS; high-dimensional sparse streams)",
+        "scale": "`maxabs`: each value is divided by its feature's running maximum |x| "
+        "before OFS predicts and learns (sparse instances stay sparse); `standard`: the "
+        "running mean and variance of every feature; `none`: values as sent (the published "
+        "OFS)",
         "half_life": "forgetting: w is multiplied by 2^(-1/half_life) per instance, so an "
         "instance's step weighs half after that many newer instances; null: no forgetting",
     }
@@ -87,7 +90,7 @@ class OFSParams(Params):
     mode: str = "full"
     epsilon: float = 0.2
     seed: int = 0
-    scale: str = "standard"
+    scale: str = "maxabs"
     half_life: float | None = None
 
     @property
@@ -120,6 +123,7 @@ class OFSState:
     mistakes: int = 0
     scale_mean: Vector = field(default_factory=lambda: np.zeros(0))
     scale_M2: Vector = field(default_factory=lambda: np.zeros(0))
+    scale_maxabs: Vector = field(default_factory=lambda: np.zeros(0))
     # The declared or resolved target_type ("" for a stream created before target
     # types: numeric binary labels), the classes seen (sorted) and the first label
     # seen (selectors/targets.py, instance_labels_typed).
@@ -196,19 +200,19 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
         ``num_features`` (the budget B, required), ``eta`` (step size),
         ``lam`` (the weights stay in the ball of radius 1/sqrt(lam)),
         ``margin``, ``decay``, ``mode`` (full or partial), ``epsilon`` and
-        ``seed`` (partial mode), ``scale`` (standard or none).
+        ``seed`` (partial mode), ``scale`` (maxabs, standard or none).
 
     Notes
     -----
-    * With ``scale: "standard"`` (the default) each instance is standardised
-      before steps 1-2 with the running mean and population variance of every
-      feature over the instances seen so far, itself included (Welford's
-      update; a feature of variance 0 maps to 0). The prediction, the step and
-      the weights are then in standard units, so a feature measured in
-      thousands does not outweigh one measured in fractions. A standardised
-      sparse instance is dense: high-dimensional sparse streams use
-      ``scale: "none"``, the published OFS, which learns from the values as
-      sent.
+    * With ``scale: "maxabs"`` (the default) each value x_j is divided by
+      the largest |x_j| of the instances seen so far, itself included (0 stays
+      0), so every feature is within [-1, 1] and a feature measured in
+      thousands does not outweigh one measured in fractions; zeros stay zeros,
+      so a sparse instance costs O(nnz). With ``scale: "standard"`` each
+      instance is standardised with the running mean and population variance
+      of every feature (Welford's update; a feature of variance 0 maps to 0),
+      which makes a sparse instance dense. ``scale: "none"`` is the published
+      OFS, which learns from the values as sent.
     * sign(0) is +1: the prediction is +1 when w . x >= 0, and a mistake is
       counted when it differs from y (so the first instance of a fresh stream,
       with w = 0, is a mistake exactly when its label is -1).
@@ -251,11 +255,19 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
     >>> [(f.name, f.score) for f in sel.selected_features()]
     [('b', -1.5), ('c', 1.5)]
 
-    With the default ``scale="standard"`` the first instance maps to 0 (no
-    variance yet), and the second of a feature that took the values 1 and 3
-    maps to (3 - 2) / 1 = 1:
+    With the default ``scale="maxabs"`` the values 2 and 4 map to 2 / 2 = 1
+    and 4 / 4 = 1: the steps give w = 0.2, then (w . x = 0.2 <= 1) 0.4.
 
     >>> sel = OFS.start(OFSParams(num_features=1), ["a"])
+    >>> u = sel.learn_instances([[2.0], [4.0]], [1, 1])
+    >>> sel.state.w, sel.state.scale_maxabs
+    (array([0.4]), array([4.]))
+
+    With ``scale="standard"`` the first instance maps to 0 (no variance yet),
+    and the second of a feature that took the values 1 and 3 maps to
+    (3 - 2) / 1 = 1:
+
+    >>> sel = OFS.start(OFSParams(num_features=1, scale="standard"), ["a"])
     >>> u = sel.learn_instances([[1.0], [3.0]], [1, 1])
     >>> sel.state.w, sel.state.scale_mean, sel.state.scale_M2
     (array([0.2]), array([2.]), array([2.]))
@@ -284,6 +296,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
             {"num_features": 2, "mode": "partial", "epsilon": 0.5, "seed": 7},
             {"num_features": 2, "mode": "partial", "epsilon": 0.5, "scale": "none"},
             {"num_features": 2, "half_life": 20.0},
+            {"num_features": 2, "scale": "standard"},
         ]
 
     @classmethod
@@ -295,6 +308,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
             w=np.zeros(d),
             scale_mean=np.zeros(d if scaled else 0),
             scale_M2=np.zeros(d if scaled else 0),
+            scale_maxabs=np.zeros(d if params.scale == "maxabs" else 0),
         )
 
     # ------------------------------------------------------------------ queries
@@ -354,7 +368,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
         # The per-instance loop is compiled (_ofs_kernel): each update needs the
         # previous w, so there is nothing to vectorise across instances.
         sparse = is_sparse(X)
-        mean, M2 = s.scale_mean, s.scale_M2
+        mean, M2, maxabs = s.scale_mean, s.scale_M2, s.scale_maxabs
         if p.scale == "standard":
             # Standardised first (docs/algorithms/ofs.md, "Scaling"), a bounded chunk of
             # rows at a time; the statistics are private copies, updated row by row.
@@ -371,7 +385,10 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
                 mistakes += k
             preds = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         else:
-            preds, mistakes = self._kernel(w, X, labels, sparse=sparse, t0=s.instances_seen)
+            maxabs = maxabs.copy()  # empty unless scale is maxabs; updated row by row
+            preds, mistakes = self._kernel(
+                w, X, labels, sparse=sparse, t0=s.instances_seen, maxabs=maxabs
+            )
         m = X.shape[0]
         after = _selected_order(w)
         self.state = replace(
@@ -381,6 +398,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
             mistakes=s.mistakes + mistakes,
             scale_mean=mean,
             scale_M2=M2,
+            scale_maxabs=maxabs,
             **target,
             # Each prediction was made before the step that learnt its instance.
             **tally(s, preds == np.asarray(labels)[: preds.shape[0]]),
@@ -395,7 +413,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
         )
 
     def _kernel(
-        self, w: Vector, X: Any, labels: Vector, *, sparse: bool, t0: int
+        self, w: Vector, X: Any, labels: Vector, *, sparse: bool, t0: int, maxabs: Vector = _NONE
     ) -> tuple[npt.NDArray[np.int64], int]:
         """Steps 1-2 over the rows of X (instances t0, t0 + 1, ...), w updated in place."""
         from featurestream.selectors import _ofs_kernel
@@ -404,7 +422,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
         partial = (p.epsilon, p.seed, t0) if p.mode == "partial" else None
         return _ofs_kernel.learn(
             w, X, labels, sparse=sparse, B=p.num_features, eta=p.eta, lam=p.lam,
-            margin=p.margin, keep=p.keep, partial=partial,
+            margin=p.margin, keep=p.keep, maxabs=maxabs, partial=partial,
         )  # fmt: skip
 
 
@@ -441,7 +459,7 @@ def warm_kernels() -> None:
     for part in (frozen_csr.data, frozen_csr.indices, frozen_csr.indptr):
         part.flags.writeable = False
     for mode in ("full", "partial"):
-        for scale in ("none", "standard"):
+        for scale in ("none", "standard", "maxabs"):
             params = OFSParams.from_mapping({"num_features": 2, "mode": mode, "scale": scale})
             for batch in (X, frozen, csr, frozen_csr):
                 OFS.start(params, ["a", "b", "c"]).learn_instances(batch, y)

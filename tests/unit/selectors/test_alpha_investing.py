@@ -34,6 +34,9 @@ def _registered():
 
 
 def start(y, **params):
+    """A stream under the published rule (sigma2 = SSE_old / n) unless told otherwise:
+    the conformance vectors and hand-checked numbers below are that rule's."""
+    params.setdefault("variance", "reference")
     return AlphaInvesting.start(AlphaInvestingParams(**params), y)
 
 
@@ -230,7 +233,9 @@ values = st.one_of(
     st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False),
 )
 columns = st.lists(arrays(np.float64, N, elements=values), min_size=1, max_size=8)
-params = st.sampled_from([{}, {"w0": 1.0, "dw": 1.0}, {"w0": 0.05, "dw": 0.0}])
+params = st.sampled_from(
+    [{}, {"w0": 1.0, "dw": 1.0}, {"w0": 0.05, "dw": 0.0}, {"variance": "residual", "w0": 1.0}]
+)
 
 
 def with_repeats(cols, data):
@@ -336,3 +341,85 @@ def test_alpha_investing_sparse_batch_matches_dense_singles_and_lstsq():
     assert blob(many) == blob(one)
     assert singles[3].accepted and not singles[4].accepted
     assert singles[7].score == 1.0 and singles[8].reason is Reason.CONSTANT
+
+
+# --------------------------------------------------------------------------- residual variance
+
+
+def test_the_default_is_the_residual_variance_rule():
+    assert AlphaInvestingParams().variance == "residual"
+    # A stream stored before the parameter existed keeps the published rule.
+    assert AlphaInvestingParams.from_stored({"w0": 0.5, "dw": 0.5}).variance == "reference"
+
+
+def test_residual_variance_divides_by_the_degrees_of_freedom_by_hand():
+    # 14 rows, y = 1..14 (SST = 227.5), column a = y with rows 13 and 14 swapped:
+    # centred cross product with y = 227.5 - 1 = 226.5. SSE_new - SSE_old =
+    # -226.5^2 / 227.5; sigma2 = SSE_old / (n - |S| - 1) = 227.5 / 13, where the
+    # published rule divides by n = 14.
+    y = np.arange(1.0, 15.0)
+    a = y.copy()
+    a[[12, 13]] = a[[13, 12]]
+    drop = 226.5**2 / 227.5
+    for variance, dof in (("residual", 13), ("reference", 14)):
+        (d,) = start(y, variance=variance).learn_features(["a"], [a])
+        assert d.score == pytest.approx(math.exp(-drop / (2 * 227.5 / dof)), rel=1e-12)
+        assert d.accepted
+
+
+def test_residual_variance_accepts_nothing_that_leaves_fewer_than_the_margin():
+    # n = 14 rows: [1, S, f] must leave n - (|S| + 2) >= 10 residual degrees of
+    # freedom, so at most 3 features are accepted (|S| = 2 before the third),
+    # however strong the rest are; the published rule takes all six.
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(6, 14))
+    y = X.T @ np.array([27.0, 9.0, 3.0, 1.0, 0.3, 0.1]) + 0.01 * rng.normal(size=14)
+    names = [f"x{k}" for k in range(6)]
+    assert alpha_investing.RESIDUAL_MARGIN == 10
+    sound = start(y, variance="residual")
+    d = sound.learn_features(names, X)
+    assert sound.selected() == ("x0", "x1", "x2")
+    # x3 would pass its test but the fit is saturated: wealth after three
+    # acceptances 0.5 + 3 * 0.5 - (0.25 + 0.1875 + 1.0625 / 6), alpha_4 = that / 8.
+    alpha_4 = (2.0 - 0.25 - 0.1875 - 1.0625 / 6) / 8
+    assert d[3].score < alpha_4
+    assert all(x.reason is Reason.NOT_SIGNIFICANT for x in d[3:])
+    published = start(y, variance="reference")
+    published.learn_features(names, X)
+    assert published.selected() == tuple(names)
+
+
+def test_pure_noise_at_saturation_selects_at_most_a_few():
+    """n = 40 rows, 200 pure-noise columns, 20 streams. Alpha-investing's wealth
+    rule bounds the expected number of false acceptances under the complete null
+    by dw / (1 - dw) = 1 with the default w0 = dw = 0.5 (E V <= w0 + dw E V), so
+    the streams average at most 1 and none selects more than 3."""
+    counts = []
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        y, X = rng.normal(size=40), rng.normal(size=(200, 40))
+        sel = AlphaInvesting.start(AlphaInvestingParams(), y)
+        sel.learn_features([f"f{k}" for k in range(200)], X)
+        counts.append(len(sel.selected()))
+    assert np.mean(counts) <= 1.0 and max(counts) <= 3
+
+
+def test_many_weak_copies_of_the_target_take_less_noise_than_the_published_rule():
+    """lung_small-like: 40 rows, 100 noisy copies of y and 100 noise columns,
+    shuffled. The published rule's SSE_old / n shrinks as the fit nears
+    saturation, so it keeps accepting; the residual rule stays far below n."""
+    totals = {"residual": [0, 0], "reference": [0, 0]}
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        X = rng.normal(size=(200, 40))
+        y = rng.normal(size=40)
+        X[:100] = y + rng.normal(size=(100, 40))
+        order = rng.permutation(200)
+        for variance, total in totals.items():
+            sel = start(y, variance=variance)
+            sel.learn_features([f"f{k}" for k in order], X[order])
+            total[0] += len(sel.selected())
+            total[1] += sum(int(f[1:]) >= 100 for f in sel.selected())
+    assert totals["residual"][0] < totals["reference"][0]
+    assert totals["residual"][1] < totals["reference"][1]
+    assert totals["residual"][0] <= 4 * 40 // 2

@@ -511,7 +511,7 @@ def streams(
         "mode": draw(st.sampled_from(["full", "partial"])),
         "epsilon": draw(st.sampled_from([0.2, 1.0])),
         "seed": draw(st.integers(0, 3)),
-        "scale": draw(st.sampled_from(["none", "standard"])),
+        "scale": draw(st.sampled_from(["none", "standard", "maxabs"])),
         "half_life": draw(st.sampled_from([None, 2.0, 50.0])),
     }
     cuts = sorted(set(draw(st.lists(st.integers(1, m), max_size=4))) | {m})
@@ -685,11 +685,43 @@ def test_ofs_state_stored_before_scale_keeps_learning_from_raw_values() -> None:
     assert "scale" not in decoded.params
     params = OFSParams.from_stored(decoded.params)
     assert params.scale == "none"  # Params.legacy, not today's default
-    assert OFSParams.from_mapping({"num_features": 3}).scale == "standard"
+    assert OFSParams.from_mapping({"num_features": 3}).scale == "maxabs"
     resumed = OFS.resume(params, decoded.state)
     resumed.learn_instances(X[20:], y[20:])
     old.learn_instances(X[20:], y[20:])
     assert blob(resumed) == blob(old)
+
+
+def test_ofs_maxabs_scale_by_hand() -> None:
+    # Running maxima 2, then 4 and 1: x1 = [2, 0] maps to [1, 0] and steps w = [0.2, 0];
+    # x2 = [-4, 1] maps to [-1, 1], w . x = -0.2 <= 1 steps w = [0.4, -0.2] (y = -1).
+    sel = start(2, num_features=2, scale="maxabs")
+    u = sel.learn_instances(np.array([[2.0, 0.0], [-4.0, 1.0]]), [1, 0])
+    assert u.predictions == (1, -1)
+    np.testing.assert_allclose(sel.state.w, [0.4, -0.2], rtol=1e-15)
+    assert sel.state.scale_maxabs.tolist() == [4.0, 1.0]
+
+
+def test_ofs_maxabs_is_invariant_to_positive_units_and_keeps_sparsity() -> None:
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(9)
+    X = np.where(rng.random((80, 6)) < 0.3, rng.exponential(size=(80, 6)), 0.0)
+    y = (X[:, 0] + X[:, 4] > 0.6).astype(float)
+    units = np.array([1.0, 1000.0, 0.001, 8.0, 0.5, 64.0])  # powers of 2 scale exactly
+    a = start(6, num_features=3, scale="maxabs")
+    b = start(6, num_features=3, scale="maxabs")
+    a.learn_instances(sp.csr_matrix(X), y)
+    b.learn_instances(sp.csr_matrix(X * units), y)
+    assert a.selected() == b.selected()
+    np.testing.assert_allclose(a.state.w, b.state.w, rtol=1e-12)
+
+
+def test_ofs_default_scale_is_maxabs() -> None:
+    assert OFSParams(num_features=1).scale == "maxabs"
+    assert OFSParams.from_stored({"num_features": 1}).scale == "none"  # stored before scale
+    # A stream stored with the earlier default keeps it.
+    assert OFSParams.from_stored({"num_features": 1, "scale": "standard"}).scale == "standard"
 
 
 def test_ofs_standard_scale_is_invariant_to_units() -> None:
