@@ -14,10 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-import redis
 
 from featurestream.api.auth import hash_key
-from featurestream.store.keys import legacy_index_key, stream_keys, tenant_index_key
 from tests.faults.harness import Processes, ServerProcess
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -92,32 +90,3 @@ def test_concurrent_creates_never_exceed_the_tenant_quota(
     )
     assert create(urls[-1], "acme", "again").status_code == 201
     assert create(urls[0], "acme", "over").status_code == 429
-
-
-def test_streams_of_release_0_1_0_are_indexed_at_start(
-    processes: Processes, redis_url: str, key_prefix: str, keys_file: Path
-) -> None:
-    (first,) = servers(processes, redis_url, key_prefix, keys_file, 1)
-    for i in range(3):
-        assert create(first.url, "acme", f"old{i}").status_code == 201
-    assert create(first.url, "beta", "old-b").status_code == 201
-    first.kill()
-    # As release 0.1.0 left them: in the set of every stream only, no tenant index.
-    r = redis.Redis.from_url(redis_url)
-    legacy = legacy_index_key(key_prefix)
-    assert not r.exists(legacy), "nothing writes the set of every stream any more"
-    r.delete(tenant_index_key(key_prefix, "acme"), tenant_index_key(key_prefix, "beta"))
-    r.sadd(legacy, "acme~old0", "acme~old1", "acme~old2", "beta~old-b")
-    # A stale entry whose stream is gone is dropped.
-    r.sadd(legacy, "acme~ghost")
-    assert not r.exists(stream_keys(key_prefix, "acme~ghost").meta)
-
-    (second,) = servers(processes, redis_url, key_prefix, keys_file, 1)
-    assert listed(second.url, "acme") == ["old0", "old1", "old2"]
-    assert listed(second.url, "beta") == ["old-b"]
-    assert not r.exists(legacy), "moved into the tenants' indexes"
-    assert r.zscore(tenant_index_key(key_prefix, "acme"), "acme~ghost") is None
-    # And they count toward the quota.
-    assert create(second.url, "acme", "new0").status_code == 201
-    assert create(second.url, "acme", "new1").status_code == 201
-    assert create(second.url, "acme", "new2").status_code == 429

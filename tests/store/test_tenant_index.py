@@ -126,31 +126,3 @@ async def test_a_create_between_a_deletes_steps_stays_listed(
             await _create(store, "a~3", "a", 2)
     finally:
         await client.aclose()
-
-
-@pytest.mark.redis
-async def test_the_old_set_of_every_stream_is_moved_in_batches(
-    redis_url: str, key_prefix: str
-) -> None:
-    """Streams listed only in release 0.1.0's set of every stream (more than one batch of
-    them) end in their tenants' indexes; the set is emptied; ids of gone streams dropped."""
-    from featurestream.store.keys import legacy_index_key
-
-    client = aioredis.Redis.from_url(redis_url)
-    store = RedisStore(client, prefix=key_prefix)
-    try:
-        ids = [f"{'a' if i % 2 else 'b'}~{i}" for i in range(1200)]
-        for sid in ids:
-            await _create(store, sid, sid[0], None)
-        for tenant in ("a", "b"):  # as 0.1.0 left them: no tenant index at all
-            await client.delete(tenant_index_key(key_prefix, tenant))
-        legacy = legacy_index_key(key_prefix)
-        await client.sadd(legacy, *ids, "a~gone")
-        fresh = RedisStore(client, prefix=key_prefix)
-        assert await fresh.migrate_legacy_index() == 1200
-        assert not await client.exists(legacy)
-        listed = [s.info["id"] for s in await fresh.list_streams("a")]
-        assert sorted(listed) == sorted(i for i in ids if i.startswith("a~"))
-        assert len(await fresh.list_streams("b")) == 600
-    finally:
-        await client.aclose()

@@ -22,7 +22,7 @@ def test_a_copy_takes_entries_and_its_own_commits() -> None:
     assert copy.check(["x", "d", "a", "y"])[0] == ["d", "a"]
     assert copy.check(list("abcd"), limit=2)[0] == ["a", "b"]
     copy.reset()
-    assert (copy.chunks, copy.head, len(copy.seen), copy.legacy_read) == (0, "", 0, False)
+    assert (copy.chunks, copy.head, len(copy.seen)) == (0, "", 0)
 
 
 def test_another_incarnation_starts_an_empty_copy() -> None:

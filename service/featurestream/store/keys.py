@@ -6,8 +6,7 @@ shard channel carries the tag too) is legal there. The only other key written
 is each tenant's index of streams: one key per tenant, written by single-key
 commands or scripts, never in the same command as a stream's keys; it
 tolerates entries whose stream is gone. There is no key shared by every
-tenant (the set of every stream of release 0.1.0 is only read, and emptied,
-when a process starts: see ``legacy_index_key``).
+tenant.
 """
 
 from __future__ import annotations
@@ -22,12 +21,7 @@ class StreamKeys:
     events: str
     producers: str
     responses: str
-    # Releases before the names log kept a stream's names in a set (``names``), the
-    # names of its last commit in ``names_pending`` while they were added to it: still
-    # read (store/names.py), no longer written.
-    names: str
     replays: str  # the stored responses' fields, oldest first (a sorted set)
-    names_pending: str
     # The names log (a list, an entry per commit with new names, joined by newlines)
     # and the ids of those commits (a list, in step): see store/names.py.
     names_log: str
@@ -45,9 +39,7 @@ class StreamKeys:
             self.events,
             self.producers,
             self.responses,
-            self.names,
             self.replays,
-            self.names_pending,
             self.names_log,
             self.names_ids,
         )
@@ -66,26 +58,12 @@ def stream_keys(prefix: str, stream_id: str) -> StreamKeys:
         events=f"{base}:events",
         producers=f"{base}:producers",
         responses=f"{base}:responses",
-        names=f"{base}:names",
         replays=f"{base}:replays",
-        names_pending=f"{base}:names-pending",
         names_log=f"{base}:names-log",
         names_ids=f"{base}:names-ids",
         channel=f"{base}:selection",
         barrier=f"{base}:barrier",
     )
-
-
-def legacy_index_key(prefix: str) -> str:
-    """The set of every stream id that release 0.1.0 kept (nothing writes it any more).
-
-    A process moves the streams still listed there into their tenants' indexes
-    when it starts, and removes them from it.
-
-    >>> legacy_index_key("fs")
-    'fs:streams'
-    """
-    return f"{prefix}:streams"
 
 
 def tenant_index_key(prefix: str, tenant: str | None) -> str:
@@ -108,7 +86,6 @@ def response_field(producer: str, seq: int) -> str:
 
 __all__ = [
     "StreamKeys",
-    "legacy_index_key",
     "response_field",
     "stream_keys",
     "tenant_index_key",

@@ -6,7 +6,7 @@ those commits' ids; the commit script appends to both, atomically with the
 commit. Each process keeps, per stream it writes, the names of the log's first
 ``chunks`` entries (a ``NameSet``), with the id of the last of them
 (``head``). A write's new names are looked up there after it has read the entries
-since (``NAMES_SINCE_LUA``), and the commit script refuses the commit unless
+since (``store/redis/names_since.lua``), and the commit script refuses the commit unless
 the log still ends where the set does (``chunks`` entries, the last one
 ``head``'s). So the lookup costs the process a set lookup per name and Redis
 nothing per name, and it is atomic with the commit however many processes
@@ -120,15 +120,13 @@ class NameSet:
 class StreamNames:
     """The names of the first ``chunks`` entries of one stream's names log."""
 
-    __slots__ = ("chunks", "head", "incarnation", "legacy_read", "lock", "seen")
+    __slots__ = ("chunks", "head", "incarnation", "lock", "seen")
 
     def __init__(self, incarnation: str) -> None:
         self.incarnation = incarnation
         self.seen = NameSet()
         self.chunks = 0
         self.head = ""
-        # Whether the names kept by releases before the log (a set) have been read.
-        self.legacy_read = False
         # One write of this stream at a time in this process reads, checks and extends
         # the copy (two reading the same entries would count them twice).
         self.lock = asyncio.Lock()
@@ -138,7 +136,6 @@ class StreamNames:
         held, self.seen = self.seen, NameSet()
         self.chunks = 0
         self.head = ""
-        self.legacy_read = False
         return held
 
     def take(self, ids: Sequence[bytes], entries: Sequence[bytes]) -> None:

@@ -1,6 +1,5 @@
 -- KEYS[1] meta  KEYS[2] state  KEYS[3] events  KEYS[4] producers  KEYS[5] responses
--- KEYS[6] names (releases before the names log)  KEYS[7] replays (the stored responses'
--- fields by age)  KEYS[8] names pending (idem)  KEYS[9] names log  KEYS[10] names ids
+-- KEYS[6] replays (the stored responses' fields by age)  KEYS[7] names log  KEYS[8] names ids
 -- ARGV[1] commit id  ARGV[2] incarnation  ARGV[3] expected version  ARGV[4] expected last
 -- commit id  ARGV[5] state blob  ARGV[6] updated_at  ARGV[7] selection JSON
 -- ARGV[8] status JSON  ARGV[9] events payload  ARGV[10] producer ('' = none)
@@ -36,9 +35,9 @@ local appended = 0
 if ARGV[15] == '1' then
   local names = ARGV[18 + 2 * pairs_n]
   if names ~= '' then
-    local n = redis.call('LLEN', KEYS[10])
+    local n = redis.call('LLEN', KEYS[8])
     if n ~= tonumber(ARGV[19 + 2 * pairs_n])
-       or (n > 0 and redis.call('LINDEX', KEYS[10], -1) ~= ARGV[20 + 2 * pairs_n]) then
+       or (n > 0 and redis.call('LINDEX', KEYS[8], -1) ~= ARGV[20 + 2 * pairs_n]) then
       return {-4, 0}
     end
   end
@@ -48,8 +47,8 @@ if ARGV[15] == '1' then
              'status', ARGV[8], 'commit_id', ARGV[1])
   redis.call('XADD', KEYS[3], 'MAXLEN', '=', ARGV[16], v .. '-0', 'e', ARGV[9])
   if names ~= '' then
-    redis.call('RPUSH', KEYS[9], names)
-    redis.call('RPUSH', KEYS[10], ARGV[1])
+    redis.call('RPUSH', KEYS[7], names)
+    redis.call('RPUSH', KEYS[8], ARGV[1])
     appended = 1
   end
 else
@@ -66,18 +65,18 @@ if ARGV[10] ~= '' and pairs_n > 0 then
     local body = ARGV[19 + 2 * p]
     bytes = bytes - redis.call('HSTRLEN', KEYS[5], field) + #body
     redis.call('HSET', KEYS[5], field, body)
-    redis.call('ZADD', KEYS[7], serial + p + 1, field)
+    redis.call('ZADD', KEYS[6], serial + p + 1, field)
     local old = seq - window
     if old > 0 then
       local gone = ARGV[10] .. '\n' .. old
       bytes = bytes - redis.call('HSTRLEN', KEYS[5], gone)
       redis.call('HDEL', KEYS[5], gone)
-      redis.call('ZREM', KEYS[7], gone)
+      redis.call('ZREM', KEYS[6], gone)
     end
   end
   local limit = tonumber(ARGV[17])
-  while bytes > limit and redis.call('ZCARD', KEYS[7]) > pairs_n do
-    local oldest = redis.call('ZPOPMIN', KEYS[7])
+  while bytes > limit and redis.call('ZCARD', KEYS[6]) > pairs_n do
+    local oldest = redis.call('ZPOPMIN', KEYS[6])
     bytes = bytes - redis.call('HSTRLEN', KEYS[5], oldest[1])
     redis.call('HDEL', KEYS[5], oldest[1])
   end

@@ -62,7 +62,6 @@ from featurestream.store.base import (
 )
 from featurestream.store.keys import (
     StreamKeys,
-    legacy_index_key,
     response_field,
     stream_keys,
     tenant_index_key,
@@ -73,7 +72,6 @@ from featurestream.store.names import (
     NamesCache,
     NameSet,
     StreamNames,
-    split,
 )
 from featurestream.store.redis.connect import connect
 from featurestream.store.redis.faults import rediscover, store_error
@@ -90,9 +88,6 @@ T = TypeVar("T")
 # request (at most max_columns_per_request of them), so a reply holds no more names
 # than the commit that wrote them carried.
 NAMES_ENTRIES = 1
-
-# Members of the set of names of releases before the log read per SSCAN call.
-LEGACY_NAMES_PIECE = 1000
 
 _SUMMARY_FIELDS = ("info", "version", "updated_at", "selection", "status")
 
@@ -132,7 +127,6 @@ class RedisStore:
         self._names_since = scripts.names_since
         self._unreserve = scripts.unreserve
         self._reservations = Reservations(client, prefix, scripts.reserve, scripts.drop_stale)
-        self._migrated = False
         self._names = NamesCache(names_cache)
         self._adding: set[asyncio.Task[None]] = set()  # see commit
         self._hub: PubSubHub | None = None
@@ -212,47 +206,7 @@ class RedisStore:
     # ------------------------------------------------------------ life cycle
 
     async def open(self) -> None:
-        try:
-            await self.migrate_legacy_index()
-        except StoreUnavailable as exc:
-            # Not fatal: the first create or listing tries again.
-            log.warning("streams of release 0.1.0 not indexed yet (%s); retried on first use", exc)
-
-    async def migrate_legacy_index(self) -> int:
-        """Move the streams that release 0.1.0 listed in ``<prefix>:streams`` into their
-        tenants' indexes; how many.
-
-        Runs once per process: a start costs one SCARD once the set is empty. An id
-        whose stream is gone is only removed. Nothing writes that set any more.
-        """
-        if self._migrated:
-            return 0
-        legacy = legacy_index_key(self._prefix)
-        moved = 0
-        while True:
-            # A batch at a time, each within its own store_timeout: thousands of old
-            # streams take a few round trips per 500, and each batch done stays done.
-            async with self._guard():
-                members: Any = await self._redis.srandmember(legacy, 500)
-                if not members:
-                    break
-                ids = sorted(m.decode() for m in members)
-                async with self._redis.pipeline(transaction=False) as pipe:
-                    for sid in ids:
-                        pipe.hget(stream_keys(self._prefix, sid).meta, "info")
-                    infos = await pipe.execute()
-                async with self._redis.pipeline(transaction=False) as pipe:
-                    for sid, info in zip(ids, infos, strict=True):
-                        if info is not None:
-                            tenant = json.loads(info).get("tenant")
-                            pipe.zadd(tenant_index_key(self._prefix, tenant), {sid: 0}, nx=True)
-                            moved += 1
-                        pipe.srem(legacy, sid)
-                    await pipe.execute()
-        self._migrated = True
-        if moved:
-            log.info("indexed %d stream(s) of release 0.1.0 by tenant", moved)
-        return moved
+        """Nothing to do: the client connects on its first command."""
 
     async def close(self) -> None:
         for task in list(self._adding):
@@ -369,7 +323,6 @@ class RedisStore:
     ) -> None:
         k = stream_keys(self._prefix, stream_id)
         owned = tenant_index_key(self._prefix, tenant)
-        await self.migrate_legacy_index()
         async with self._guard():
             # Three steps, each on one slot (the tenant's index and the stream live on
             # different slots of a cluster): reserve the id in the tenant's index, the
@@ -586,8 +539,6 @@ class RedisStore:
                 # Not the log's first entries any more: read it from the start.
                 self._names.garbage.append(copy.reset())
                 continue
-            if not copy.legacy_read:
-                await self._legacy_names(k, copy)
             ids, entries = reply[5], reply[6]
             if entries:
                 size = sum(len(e) for e in entries) // 8
@@ -599,23 +550,6 @@ class RedisStore:
         if dups:
             raise DuplicateNames(stream_id, dups)
         return (copy.chunks, copy.head), groups
-
-    async def _legacy_names(self, k: StreamKeys, copy: StreamNames) -> None:
-        """Into ``copy``: the names releases before the log kept (a set, and the names
-        of a commit a process of such a release left pending), read once per copy."""
-        async with self._guard():
-            mark = await self._redis.hget(k.meta, "names_pending")
-            pending = None if mark is None else await self._redis.get(k.names_pending)
-        if pending is not None:
-            copy.seen.update(split(pending))
-        cursor: Any = 0
-        while True:
-            async with self._guard():
-                cursor, members = await self._redis.sscan(k.names, cursor, count=LEGACY_NAMES_PIECE)
-            copy.seen.update(bytes(m).decode() for m in members)
-            if int(cursor) == 0:
-                break
-        copy.legacy_read = True
 
     @staticmethod
     def _expect(stream_id: str, commit: Commit, head: tuple[str | None, ...]) -> None:
@@ -652,7 +586,6 @@ class RedisStore:
         return None if value is None else bytes(value)
 
     async def list_streams(self, tenant: str | None = None) -> list[StreamSummary]:
-        await self.migrate_legacy_index()
         async with self._guard():
             members: Any = await self._redis.zrange(tenant_index_key(self._prefix, tenant), 0, -1)
             ids = sorted(m.decode() for m in members)
