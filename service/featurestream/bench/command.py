@@ -224,6 +224,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from featurestream.bench import fires_kernel
 
         return fires_kernel.main(args_in[1:])
+    if args_in[:1] == ["ossfs-dd"]:
+        from featurestream.bench import ossfs_kernel
+
+        return ossfs_kernel.main(args_in[1:])
     if args_in[:1] == ["tenants"]:
         from featurestream.bench import tenants
 

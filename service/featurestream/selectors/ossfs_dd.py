@@ -149,17 +149,36 @@ class _Tests:
             self.targets = standardize_rows(cols)[0]
 
     def member(self, name: str, x: Vector) -> _Member:
-        if self.params.measure == "mi":
-            c = x.astype(np.int64)
-            gamma = mutual_information(c, self.y_codes)
-            return _Member(name, _zero_nan(gamma), x, c, np.zeros(0), int(c.max()) + 1)
-        u = standardize_rows(x[None, :])[0][0]
-        r_y = np.clip(row_dots(self.targets, u), -1.0, 1.0)
-        gamma = float(z_scores([r_y[k : k + 1] for k in range(r_y.shape[0])], self.n, 0, 1.0)[0][0])
-        return _Member(name, _zero_nan(gamma), x, u, r_y, 0)
+        return self.members([name], x[None, :])[0]
 
-    def given(self, a: list[_Member], b: _Member) -> tuple[Vector, np.ndarray[Any, Any]]:
-        """gamma(a_i | b) and whether a_i is independent of y given b, for every a_i."""
+    def members(self, names: list[str], X: Matrix) -> list[_Member]:
+        """The members of the rows of X (none constant), one row at a time or all at once alike.
+
+        Every quantity is a row-wise reduction (stats/columns.py), so a row gives
+        the same bits in a batch as alone.
+        """
+        if self.params.measure == "mi":
+            out = []
+            for name, x in zip(names, X, strict=True):
+                c = x.astype(np.int64)
+                gamma = _zero_nan(mutual_information(c, self.y_codes))
+                out.append(_Member(name, gamma, x, c, np.zeros(0), int(c.max()) + 1))
+            return out
+        U = standardize_rows(X)[0]
+        R = np.clip(np.array([row_dots(U, t) for t in self.targets]).T, -1.0, 1.0)
+        gammas = z_scores([R[:, k] for k in range(R.shape[1])], self.n, 0, 1.0)[0].tolist()
+        return [
+            _Member(name, _zero_nan(g), x, u, r, 0)
+            for name, g, x, u, r in zip(names, gammas, X, U, R, strict=True)
+        ]
+
+    def given(
+        self, a: list[_Member], b: _Member, stacked: tuple[Matrix, Matrix] | None = None
+    ) -> tuple[Vector, np.ndarray[Any, Any]]:
+        """gamma(a_i | b) and whether a_i is independent of y given b, for every a_i.
+
+        ``stacked``: the unit rows and target correlations of a, already stacked (z).
+        """
         p = self.params
         if not a:
             return np.zeros(0), np.zeros(0, dtype=bool)
@@ -171,21 +190,27 @@ class _Tests:
                 for h in a
             ]
             return np.array([g for g, _ in out]), np.array([i for _, i in out], dtype=bool)
-        r_ab = np.clip(row_dots(np.array([h.unit for h in a]), b.unit), -1.0, 1.0)
-        R = np.array([h.r_y for h in a])
+        U, R = stacked if stacked is not None else _stack(a)
+        r_ab = np.clip(row_dots(U, b.unit), -1.0, 1.0)
         rs = [first_order_partial(R[:, k], r_ab, b.r_y[k]) for k in range(R.shape[1])]
         return z_scores(rs, self.n, 1, p.alpha)
 
-    def of_given(self, a: _Member, bs: list[_Member]) -> Vector:
-        """gamma(a | b_j) for every b_j."""
+    def of_given(
+        self, a: _Member, bs: list[_Member], stacked: tuple[Matrix, Matrix] | None = None
+    ) -> Vector:
+        """gamma(a | b_j) for every b_j (``stacked`` as in :meth:`given`)."""
         if self.params.measure == "mi":
             return np.array([self.given([a], b)[0][0] for b in bs])
         if not bs:
             return np.zeros(0)
-        r_ab = np.clip(row_dots(np.array([b.unit for b in bs]), a.unit), -1.0, 1.0)
-        R = np.array([b.r_y for b in bs])
+        U, R = stacked if stacked is not None else _stack(bs)
+        r_ab = np.clip(row_dots(U, a.unit), -1.0, 1.0)
         rs = [first_order_partial(a.r_y[k], r_ab, R[:, k]) for k in range(R.shape[1])]
         return z_scores(rs, self.n, 1, self.params.alpha)[0]
+
+
+def _stack(members: list[_Member]) -> tuple[Matrix, Matrix]:
+    return np.array([m.unit for m in members]), np.array([m.r_y for m in members])
 
 
 def _zero_nan(v: float) -> float:
@@ -242,12 +267,14 @@ class OSSFSDD(FeatureSelector[OSSFSDDParams, OSSFSDDState]):
         self._tests = _Tests(params, state.y, state.n_classes)
         t = self._tests
         self._sc = [
-            replace(t.member(nm, x), gamma=float(g))
-            for nm, g, x in zip(state.selected, state.dep, state.columns, strict=True)
+            replace(m, gamma=float(g))
+            for m, g in zip(t.members(list(state.selected), state.columns), state.dep, strict=True)
         ]
         self._su = [
-            replace(t.member(nm, x), gamma=float(g))
-            for nm, g, x in zip(state.pool, state.pool_dep, state.pool_columns, strict=True)
+            replace(m, gamma=float(g))
+            for m, g in zip(
+                t.members(list(state.pool), state.pool_columns), state.pool_dep, strict=True
+            )
         ]
         self._selection: tuple[OSSFSDDState, tuple[SelectedFeature, ...]] | None = None
         self._counts = [0, 0]  # tests made, tests untestable, in the batch being learned
@@ -276,6 +303,11 @@ class OSSFSDD(FeatureSelector[OSSFSDDParams, OSSFSDDState]):
         sc, su = list(self._sc), list(self._su)
         flushes = s.flushes
         self._counts = [0, 0]  # tests made, tests untestable
+        live = [i for i, c in enumerate(constant) if not c]
+        X = np.asarray(X, dtype=np.float64)
+        arrived = dict(
+            zip(live, self._tests.members([names[i] for i in live], X[live]), strict=True)
+        )
         accepted = evicted = 0
         out: list[Decision] = []
         for i, name in enumerate(names):
@@ -283,7 +315,7 @@ class OSSFSDD(FeatureSelector[OSSFSDDParams, OSSFSDDState]):
             if constant[i]:
                 out.append(Decision(name, False, Reason.CONSTANT, score=None))
                 continue
-            f = self._tests.member(name, np.array(X[i], dtype=np.float64))
+            f = arrived[i]
             # Welford's update of mu and sigma with gamma(f).
             count += 1
             delta = f.gamma - mean
@@ -359,12 +391,14 @@ class OSSFSDD(FeatureSelector[OSSFSDDParams, OSSFSDDState]):
         """The members of SU that join SC: each i with the first later j that completes it."""
         present = {m.name for m in sc}
         joined: list[_Member] = []
+        U, R = _stack(su) if self.params.measure == "z" else (np.zeros(0), np.zeros(0))
         for a, i in enumerate(su):
             self.checkpoint(at)
             later = su[a + 1 :]
+            stacked = (U[a + 1 :], R[a + 1 :]) if self.params.measure == "z" else None
             # j is not independent of y given i, and gamma(i) + gamma(i | j) > 2 beta.
-            gamma_j, independent = self._tests.given(later, i)
-            value = self._tests.of_given(i, later)
+            gamma_j, independent = self._tests.given(later, i, stacked)
+            value = self._tests.of_given(i, later, stacked)
             self._counts[0] += len(later)
             self._counts[1] += int(np.isnan(gamma_j).sum())
             with np.errstate(invalid="ignore"):
