@@ -52,7 +52,9 @@ def rows(m: int = 300, d: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarra
 def test_instance_dataframe_columns_are_matched_by_name(client: Client) -> None:
     X, y = rows()
     frame = pd.DataFrame(X, columns=["a", "b", "c"])
-    params = {"num_features": 1}
+    # Unscaled: max-abs scaling maps the first instance to +-1 everywhere, a tie that
+    # B = 1 settles by position for good, which would hide what the column order does.
+    params = {"num_features": 1, "scale": "none"}
     straight = client.create_stream("ofs", feature_names=["a", "b", "c"], params=params)
     shuffled = client.create_stream("ofs", feature_names=["a", "b", "c"], params=params)
     positional = client.create_stream("ofs", feature_names=["a", "b", "c"], params=params)

@@ -133,7 +133,8 @@ async def test_a_refused_non_finite_state_leaves_the_cached_selector_as_it_was()
     as if the write had never come, with no reload."""
     store = CountingStore()
     engine = StreamEngine(store, SETTINGS)
-    params = {"num_features": 2, "mode": "partial", "seed": 7}
+    # Unscaled: the default max-abs scaling maps the huge values below to +-1.
+    params = {"num_features": 2, "mode": "partial", "seed": 7, "scale": "none"}
     names = ["a", "b", "c"]
     for sid in ("s", "twin"):
         await engine.create(

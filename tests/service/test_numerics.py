@@ -125,7 +125,7 @@ def test_fsds_huge_rows_never_commit_a_non_finite_sketch_nor_stall_the_next_writ
         ),
         # OFS's running standardisation overflows (alternating signs near the maximum).
         (
-            {"algorithm": "ofs", "params": {"num_features": 2}},
+            {"algorithm": "ofs", "params": {"num_features": 2, "scale": "standard"}},
             {"X": [[1.7e308, -1.7e308, 1.0], [-1.7e308, 1.7e308, 2.0]] * 2, "y": [1, 0] * 2},
             {"X": [[0.5, -1.0, 2.0], [1.0, 0.0, -2.0]], "y": [1, 0]},
         ),
