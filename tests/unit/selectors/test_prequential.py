@@ -61,18 +61,25 @@ def test_fires_predicts_each_batch_with_the_model_before_it(multiclass: bool) ->
         classes = tuple(sel.state.classes)
         if multiclass and len(classes) >= 3:
             # One model per class in sorted order; a class new in this batch starts
-            # from the prior (mu_init).
+            # from the prior (mu_init), and a binary model before it is the model of
+            # the class coded +1 (label 1 here) and its mirror that of the other.
             rows = []
             for c in classes:
                 if c in classes_before and mu.shape[0] == len(classes_before):
                     rows.append(mu[classes_before.index(c)])
+                elif c in classes_before and mu.shape[0] == 1:
+                    rows.append(mu[0] if c == 1 else -mu[0])
                 else:
                     rows.append(np.full(5, sel.params.mu_init))
-            pred = np.array(classes)[np.argmax(Xb @ np.array(rows).T, axis=1)]
-            hits.extend((pred == yb).tolist())
+            margins = Xb @ np.array(rows).T
+            # A tie for the largest margin predicts no class: wrong.
+            alone = (margins == margins.max(axis=1, keepdims=True)).sum(axis=1) == 1
+            pred = np.array(classes)[np.argmax(margins, axis=1)]
+            hits.extend((alone & (pred == yb)).tolist())
         else:
-            positive = Xb @ mu[0] >= 0
-            hits.extend((positive == (yb == max(classes))).tolist())
+            # The sign of the margin against the label's code (1 is +1, the other -1);
+            # a margin of exactly 0, as with the untrained model, predicts no class.
+            hits.extend((np.sign(Xb @ mu[0]) == np.where(yb == 1, 1.0, -1.0)).tolist())
     s = sel.state
     assert len(s.classes) == (4 if multiclass else 2)
     assert s.predicted == 600 and s.correct == sum(hits)
