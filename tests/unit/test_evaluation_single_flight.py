@@ -24,7 +24,9 @@ async def test_one_computation_for_queries_asked_at_once(monkeypatch: pytest.Mon
     calls: list[int] = []
     release = threading.Event()
 
-    def cross_validation(view: Any, model: str, folds: int, repeats: int) -> dict[str, Any]:
+    def cross_validation(
+        view: Any, model: str, folds: int, repeats: int, work: Any
+    ) -> dict[str, Any]:
         calls.append(view.version)
         release.wait(10)
         return {"version": view.version, "score": 0.5}
@@ -35,8 +37,10 @@ async def test_one_computation_for_queries_asked_at_once(monkeypatch: pytest.Mon
         return await asyncio.to_thread(fn)
 
     algorithm = sorted(evaluation.FEATURE_COLUMNS)[0]
+    # A small state: its cost (2 fits x 5 folds) passes the bounds checked before queueing.
+    state = SimpleNamespace(selected=["a"], y=[0.0] * 20)
     view = SimpleNamespace(
-        info={"kind": "features"}, algorithm=algorithm, incarnation="i", version=3
+        info={"kind": "features"}, algorithm=algorithm, incarnation="i", version=3, state=state
     )
     cache = evaluation.EvaluationCache()
     ask = lambda: evaluation.evaluate(view, cache, "s", "knn", 5, 1, run)  # noqa: E731
