@@ -160,7 +160,8 @@ BAD_FRAMES: list[tuple[str, Any, str]] = [
     ("nan", '{"X": [[NaN' + ", 0.0" * (D - 1) + ']], "y": [1]}', "invalid-input"),
     ("not json", "{not json", "malformed-body"),
     ("no labels", {"X": [[0.0] * D]}, "invalid-input"),
-    ("bad label", {"X": [[0.0] * D], "y": [2]}, "invalid-input"),
+    # Any two labels are a binary target: a bad label is a third class for OFS.
+    ("bad label", {"X": [[0.0] * D] * 2, "y": [2, 3]}, "invalid-input"),
     ("wrong width", {"X": [[0.0] * (D - 1)], "y": [1]}, "invalid-input"),
     ("ragged", {"X": [[0.0] * D, [0.0] * (D - 1)], "y": [1, 1]}, "invalid-input"),
     ("x and X", {"X": [[0.0] * D], "x": [0.0] * D, "y": [1]}, "invalid-input"),
@@ -173,11 +174,15 @@ BAD_FRAMES: list[tuple[str, Any, str]] = [
     ("zip that is no sparse matrix", b"PK\x03\x04 garbage", "invalid-input"),
     ("npz of the wrong width", npz(np.ones((2, D))), "invalid-input"),
     ("npz with a NaN", npz(np.full((1, D + 1), np.nan)), "invalid-input"),
-    ("npz with a bad label", npz(np.column_stack([np.ones((1, D)), [3.0]])), "invalid-input"),
+    (
+        "npz with a bad label",
+        npz(np.column_stack([np.ones((2, D)), [2.0, 3.0]])),
+        "invalid-input",
+    ),
     ("float32 npy with a NaN", np.full((1, D + 1), np.nan, dtype=np.float32), "invalid-input"),
     (
         "float32 npy with a bad label",
-        np.column_stack([np.ones((1, D)), [3.0]]).astype(np.float32),
+        np.column_stack([np.ones((2, D)), [2.0, 3.0]]).astype(np.float32),
         "invalid-input",
     ),
     ("float32 npy of the wrong width", np.ones((2, D), dtype=np.float32), "invalid-input"),
@@ -233,8 +238,8 @@ def test_bad_frame_gets_an_error_then_the_socket_still_works(
 
 def test_http_replay_of_a_refused_frames_seq_answers_its_problem(client: TestClient) -> None:
     create(client, "o")
-    X, _ = data(1)
-    bad = {"X": X.tolist(), "y": [3]}  # a label the selector refuses
+    X, _ = data(3)
+    bad = {"X": X.tolist(), "y": [1, 2, 3]}  # three classes: OFS takes two
     with connect(client, "o", producer="p") as ws:
         first_selection(ws)
         ws.send_json(bad)
