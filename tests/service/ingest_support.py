@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -9,6 +10,8 @@ import random
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -78,13 +81,38 @@ def messages(streams: int, count: int, seed: int, started: set[str] | None = Non
     return sent
 
 
+_LOGS: dict[int, str] = {}  # a consumer process's pid: the file its log goes to
+
+
 def consumer(store_url: str, prefix: str, source: str, name: str) -> subprocess.Popen[bytes]:
-    """``featurestream consume SOURCE`` in a child process, on the store ``store_url``."""
+    """``featurestream consume SOURCE`` in a child process, on the store ``store_url``; its
+    log goes to a file that :func:`started` reads."""
     exe = shutil.which("featurestream")
     cmd = [exe] if exe else [sys.executable, "-m", "featurestream"]
-    cmd += ["consume", source, "--store", store_url, "--name", name, "--log-level", "error"]
+    cmd += ["consume", source, "--store", store_url, "--name", name, "--log-level", "info"]
     env = {**os.environ, "FEATURESTREAM_KEY_PREFIX": prefix}
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+    fd, path = tempfile.mkstemp(prefix=f"consume-{name}-", suffix=".log")
+    try:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=fd)
+    finally:
+        os.close(fd)
+    _LOGS[proc.pid] = path
+    return proc
+
+
+def started(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    """Wait until ``proc`` logged that it reads its source: from then on SIGTERM stops it
+    cleanly (before, the interpreter is still importing and the signal kills it)."""
+    path = _LOGS[proc.pid]
+    deadline = time.monotonic() + timeout
+    while True:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        if " reading " in text:
+            return
+        assert proc.poll() is None, f"the consumer exited ({proc.returncode}):\n{text}"
+        assert time.monotonic() < deadline, f"the consumer did not start:\n{text}"
+        time.sleep(0.1)
 
 
 def batch_seqs(events: list[tuple[Any, dict[bytes, bytes]]]) -> list[int]:
@@ -130,3 +158,5 @@ def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
         if p.poll() is None:
             p.kill()
             p.wait(10)
+        with contextlib.suppress(OSError, KeyError):
+            os.unlink(_LOGS.pop(p.pid))

@@ -21,7 +21,15 @@ import pytest
 import redis
 
 from featurestream.store.keys import stream_keys
-from tests.service.ingest_support import Sent, batch_seqs, consumer, messages, procs, reference
+from tests.service.ingest_support import (
+    Sent,
+    batch_seqs,
+    consumer,
+    messages,
+    procs,
+    reference,
+    started,
+)
 
 kafka = pytest.importorskip("confluent_kafka")
 
@@ -93,10 +101,12 @@ def test_consumers_joining_and_leaving_apply_every_record_once(
     wait_for(servers, topic, 50, procs)
     procs.append(consumer(redis_url, key_prefix, source, "c"))  # joins
     time.sleep(1)
+    started(procs[0])
     procs[0].send_signal(signal.SIGTERM)  # leaves mid-stream
     assert procs[0].wait(30) == 0
     wait_for(servers, topic, len(sent) + 1, procs[1:])
     for p in procs[1:]:
+        started(p)
         p.send_signal(signal.SIGTERM)
         assert p.wait(30) == 0
     r = redis.Redis.from_url(redis_url)

@@ -21,7 +21,15 @@ import pytest
 import redis
 
 from featurestream.store.keys import stream_keys
-from tests.service.ingest_support import Sent, batch_seqs, consumer, messages, procs, reference
+from tests.service.ingest_support import (
+    Sent,
+    batch_seqs,
+    consumer,
+    messages,
+    procs,
+    reference,
+    started,
+)
 
 nats = pytest.importorskip("nats")
 
@@ -109,6 +117,7 @@ def test_killed_nats_consumers_apply_every_message_exactly_once(
         assert all(p.poll() is None for p in procs), "a consumer exited"
         time.sleep(0.3)
     for p in procs:
+        started(p)
         p.send_signal(signal.SIGTERM)
         assert p.wait(20) == 0
     r = redis.Redis.from_url(redis_url)

@@ -21,7 +21,15 @@ import redis
 from featurestream.ingest.redis_source import position
 from featurestream.store.keys import stream_keys
 from tests.conftest import RedisServer
-from tests.service.ingest_support import Sent, batch_seqs, consumer, messages, procs, reference
+from tests.service.ingest_support import (
+    Sent,
+    batch_seqs,
+    consumer,
+    messages,
+    procs,
+    reference,
+    started,
+)
 from tests.support import free_port
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(240)]
@@ -89,6 +97,7 @@ def test_killed_consumers_apply_every_message_exactly_once(
         assert all(p.poll() is None for p in procs), "a consumer exited"
         time.sleep(0.2)
     for p in procs:
+        started(p)
         p.send_signal(signal.SIGTERM)
         assert p.wait(20) == 0
     # Nothing is left pending with any consumer, the killed ones included.
