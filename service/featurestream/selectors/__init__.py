@@ -15,6 +15,7 @@ from featurestream.selectors.fires import FIRES, FIRESParams
 from featurestream.selectors.fsds import FSDS, FSDSParams
 from featurestream.selectors.grafting import Grafting, GraftingParams
 from featurestream.selectors.group_saola import GroupSAOLA, GroupSAOLAParams
+from featurestream.selectors.k_ofsd import KOFSD, KOFSDParams
 from featurestream.selectors.nrfs import NRFS, NRFSParams
 from featurestream.selectors.ofs import OFS, OFSParams
 from featurestream.selectors.osfs import OSFS, FastOSFS, FastOSFSParams, OSFSParams
@@ -36,12 +37,14 @@ REGISTRY: dict[str, type[Selector]] = {  # type: ignore[type-arg]
         FIRES,
         NRFS,
         OSSFSDD,
+        KOFSD,
     )
 }
 
 __all__ = [
     "FIRES",
     "FSDS",
+    "KOFSD",
     "NRFS",
     "OFS",
     "OSFS",
@@ -63,6 +66,7 @@ __all__ = [
     "GroupSAOLAParams",
     "InstanceSelector",
     "InstanceUpdate",
+    "KOFSDParams",
     "NRFSParams",
     "OFSParams",
     "OSFSParams",

@@ -275,6 +275,17 @@ def refuse_multiclass(algorithm: str, k: int | None, *, field: str = "target") -
     )
 
 
+def refuse_continuous(algorithm: str, distinct: int, *, binary_only: bool) -> None:
+    """A continuous target for an algorithm that learns classes: InvalidInput (422)."""
+    declare = '"binary"' if binary_only else '"binary" or "multiclass"'
+    raise InvalidInput(
+        f"{algorithm} learns classes and does not accept a continuous target ({distinct} "
+        f"distinct values); declare its classes (target_type {declare}). Algorithms that "
+        f"accept multi-class targets: {', '.join(multiclass_algorithms())}.",
+        field="target",
+    )
+
+
 @dataclass(frozen=True)
 class Labels:
     """A batch of an instance stream's labels, resolved against the stream's target.
@@ -551,6 +562,7 @@ __all__ = [
     "instance_labels_typed",
     "label_list",
     "multiclass_algorithms",
+    "refuse_continuous",
     "refuse_multiclass",
     "resolve_target",
     "signs",

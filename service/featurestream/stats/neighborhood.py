@@ -84,6 +84,10 @@ class KNearest:
     k: int
     majority: int
 
+    def positions(self, n: int) -> int | None:
+        """The positions the rule reads: 1..K+1, and one more to see where a tie ends."""
+        return self.k + 2
+
     def card(self, dist: FloatArray, same: BoolArray, codes: IntArray) -> FloatArray:
         m = min(self.k, same.shape[1] - 1)
         if m <= 0:
@@ -98,6 +102,9 @@ class Adapted:
     """OFS-A3M: gap = 1.5 (D(n) - D(2)) / (n - 2); N(i) = position 2, then positions
     j = 3.. while D(j) - D(j - 1) < gap."""
 
+    def positions(self, n: int) -> int | None:
+        return None  # D(n) and a prefix of unknown length: every position
+
     def card(self, dist: FloatArray, same: BoolArray, codes: IntArray) -> FloatArray:
         n = dist.shape[1]
         if n <= 2:
@@ -111,6 +118,9 @@ class Adapted:
 class Density:
     """OFS-Density: density(j) = D(j) / (j - 1); N(i) = positions j = 2.. while
     density(j) == 0 or density(j) <= the density of the position before."""
+
+    def positions(self, n: int) -> int | None:
+        return None  # a prefix of unknown length: every position
 
     def card(self, dist: FloatArray, same: BoolArray, codes: IntArray) -> FloatArray:
         n = dist.shape[1]
@@ -139,25 +149,50 @@ def _leading(ok: BoolArray) -> IntArray:
     return np.asarray(np.where(stop.any(axis=1), first, ok.shape[1]), dtype=np.int64)
 
 
-def sorted_rows(Q: FloatArray) -> tuple[FloatArray, IntArray]:
+def sorted_rows(Q: FloatArray, m: int | None = None) -> tuple[FloatArray, IntArray]:
     """Each row's distances sorted ascending, and the instances in that order.
 
     Ties (a distance within :data:`TIE` relative of the one before it) keep
-    instance order; the distances themselves stay in ascending order.
+    instance order; the distances themselves stay in ascending order. With
+    ``m``, only the first m positions of each row (the m nearest, found by a
+    partition), of which the first m - 1 hold the instances a whole sort puts
+    there: a row whose m-th position ties with the one before it, so that
+    instances beyond m could belong before it, is sorted whole.
 
     >>> d, order = sorted_rows(np.array([[0.0, 4.0, 1.0], [4.0, 0.0, 4.0], [1.0, 4.0, 0.0]]))
     >>> d.tolist(), order.tolist()
     ([[0.0, 1.0, 2.0], [0.0, 2.0, 2.0], [0.0, 1.0, 2.0]], [[0, 2, 1], [1, 0, 2], [2, 0, 1]])
     """
     D = np.sqrt(Q)
-    order = np.argsort(D, axis=1, kind="stable")
-    dist = np.take_along_axis(D, order, axis=1)
+    n = D.shape[1]
+    if m is None or m >= n:
+        order = np.argsort(D, axis=1, kind="stable")
+        dist = np.take_along_axis(D, order, axis=1)
+        _untie(dist, order)
+        return dist, order
+    part = np.argpartition(D, m - 1, axis=1)[:, :m]
+    values = np.take_along_axis(D, part, axis=1)
+    by = np.lexsort((part, values), axis=1)  # by distance, then instance
+    order = np.take_along_axis(part, by, axis=1)
+    dist = np.take_along_axis(values, by, axis=1)
+    _untie(dist, order)
+    spill = np.flatnonzero(dist[:, m - 1] - dist[:, m - 2] <= TIE * dist[:, m - 1])
+    if spill.shape[0]:
+        whole_dist, whole_order = sorted_rows(Q[spill])
+        dist[spill], order[spill] = whole_dist[:, :m], whole_order[:, :m]
+    return dist, order
+
+
+def _untie(dist: FloatArray, order: IntArray) -> None:
+    """Put the instances of each run of tied distances in instance order (in place).
+
+    The rows come sorted by distance, then instance: only near ties, distances
+    within :data:`TIE` that are not equal, can be out of instance order.
+    """
     close = dist[:, 1:] - dist[:, :-1] <= TIE * dist[:, 1:]
-    # Equal distances are in instance order already (stable sort); near ones may not be.
     for r in np.flatnonzero((close & (order[:, 1:] < order[:, :-1])).any(axis=1)).tolist():
         run = np.concatenate(([0], np.cumsum(~close[r])))
         order[r] = order[r][np.lexsort((order[r], run))]
-    return dist, order
 
 
 def cards(Q: FloatArray, codes: IntArray, rule: Rule) -> FloatArray:
@@ -167,7 +202,7 @@ def cards(Q: FloatArray, codes: IntArray, rule: Rule) -> FloatArray:
     step = max(1, _BLOCK // max(1, n))
     for lo in range(0, n, step):
         hi = min(n, lo + step)
-        dist, order = sorted_rows(Q[lo:hi])
+        dist, order = sorted_rows(Q[lo:hi], rule.positions(n))
         out[lo:hi] = rule.card(dist, codes[order] == codes[lo:hi, None], codes[lo:hi])
     return out
 
@@ -185,14 +220,17 @@ def gamma(Q: FloatArray, codes: IntArray, rule: Rule) -> float:
 
 
 def majority_class(codes: IntArray) -> int:
-    """The class with more instances of two (codes 0 and 1); a tie: class 0, the
-    first in label order.
+    """The class with more instances of two (codes 0 and 1); a tie: the class that
+    comes first in the target (of instance 1), which no relabelling changes.
 
-    >>> majority_class(np.array([1, 0, 1])), majority_class(np.array([1, 0]))
-    (1, 0)
+    >>> [majority_class(np.array(c)) for c in ([1, 0, 1], [1, 0], [0, 1])]
+    [1, 1, 0]
     """
     ones = int(np.count_nonzero(codes == 1))
-    return 1 if ones > codes.shape[0] - ones else 0
+    zeros = codes.shape[0] - ones
+    if ones == zeros:
+        return int(codes[0]) if codes.shape[0] else 0
+    return 1 if ones > zeros else 0
 
 
 class Subset:

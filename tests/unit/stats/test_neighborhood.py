@@ -107,7 +107,9 @@ def test_k_nearest_with_more_neighbours_than_instances_takes_all_others() -> Non
 
 def test_majority_class_and_its_tie() -> None:
     assert majority_class(np.array([1, 1, 0])) == 1
-    assert majority_class(np.array([0, 1, 1, 0])) == 0  # a tie: the first class in label order
+    # A tie: the class of the first instance, whatever the labels' order.
+    assert majority_class(np.array([0, 1, 1, 0])) == 0
+    assert majority_class(np.array([1, 0, 0, 1])) == 1
     assert majority_class(np.array([1, 1])) == 1
 
 
@@ -219,3 +221,32 @@ def test_blocks_of_rows_give_the_same_cards(rule: object, monkeypatch: pytest.Mo
     whole = cards(Qr, codes, rule)  # type: ignore[arg-type]
     monkeypatch.setattr(nb, "_BLOCK", 7 * n)
     assert np.array_equal(cards(Qr, codes, rule), whole)  # type: ignore[arg-type]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(3, 25),
+    m=st.integers(3, 8),
+    decimals=st.integers(0, 2),
+)
+def test_the_nearest_m_are_those_of_a_whole_sort(seed: int, n: int, m: int, decimals: int) -> None:
+    # Rounded values make exact and near ties (sums of squares that differ in the last bit).
+    rng = np.random.default_rng(seed)
+    units = [unit_column(np.round(rng.normal(size=n), decimals)) for _ in range(2)]
+    Qr = squared_distances(units, n)
+    dist, order = sorted_rows(Qr)
+    part_dist, part_order = sorted_rows(Qr, m)
+    width = min(m, n)
+    assert np.array_equal(part_dist, dist[:, :width])
+    assert np.array_equal(part_order[:, : width - 1], order[:, : width - 1])
+    codes = rng.integers(0, 2, n)
+    for k in (1, m - 2):
+        rule = KNearest(k, 1)
+        whole = np.array(
+            [
+                rule.card(dist[i : i + 1], codes[order[i : i + 1]] == codes[i], codes[i : i + 1])
+                for i in range(n)
+            ]
+        ).ravel()
+        assert np.array_equal(cards(Qr, codes, rule), whole)

@@ -1,0 +1,108 @@
+"""What K-OFSD, OFS-A3M and OFS-Density share: a class target, and S with its distances.
+
+Each judges feature subsets by the neighborhood dependency gamma_S(D) of the
+class on them (stats/neighborhood.py), under its own neighbourhood rule. The
+state keeps the raw columns of the selected set S in arrival order; the
+selector keeps S's squared distances (:class:`~featurestream.stats.neighborhood.Subset`),
+rebuilt from those columns when it resumes, to the same bits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, ClassVar, Self
+
+import numpy as np
+import numpy.typing as npt
+
+from featurestream.errors import InvalidInput
+from featurestream.selectors.base import FeatureSelector, Matrix, P, S, Vector
+from featurestream.selectors.checks import target_vector
+from featurestream.selectors.decisions import Decision, Reason, ScoreKind
+from featurestream.selectors.targets import refuse_continuous
+from featurestream.stats.columns import is_constant_rows
+from featurestream.stats.neighborhood import (
+    MAX_INSTANCES,
+    Rule,
+    Subset,
+    gamma,
+    squared_distances,
+    unit_column,
+)
+
+IntArray = npt.NDArray[np.int64]
+
+
+def class_codes_of(y: Vector) -> IntArray:
+    """The target's classes as codes 0..K-1, in sorted order of the values."""
+    return np.asarray(np.unique(y, return_inverse=True)[1].reshape(-1), dtype=np.int64)
+
+
+def rows(columns: list[Vector], n: int) -> Matrix:
+    """Columns as a (b, n) float64 array (b may be 0)."""
+    return np.array(columns, dtype=np.float64) if columns else np.zeros((0, n))
+
+
+class RoughSetSelector(FeatureSelector[P, S]):
+    """A feature-stream selector on the neighborhood dependency (State: ``y``, the
+    class codes; ``columns``, the raw columns of ``selected``)."""
+
+    score: ClassVar[ScoreKind] = ScoreKind("neighborhood_dependency")
+
+    def __init__(self, params: P, state: S) -> None:
+        super().__init__(params, state)
+        s: Any = state
+        self.codes = class_codes_of(s.y)
+        self.rule = self.make_rule()
+        self.subset = Subset(self.n_instances, [unit_column(c) for c in s.columns])
+
+    def make_rule(self) -> Rule:
+        """The selector's neighbourhood rule for this target."""
+        raise NotImplementedError
+
+    @classmethod
+    def requires_binary_target(cls, params: Any) -> bool:
+        # A continuous target is refused (the classes are what is explained).
+        return True
+
+    @classmethod
+    def start(cls, params: P, y: npt.ArrayLike, n_classes: int = 0) -> Self:
+        y_arr = target_vector(y)
+        if y_arr.shape[0] > MAX_INSTANCES:
+            raise InvalidInput(
+                f"{cls.name} computes distances between every pair of instances and "
+                f"takes at most {MAX_INSTANCES} instances; the target has {y_arr.shape[0]}.",
+                field="target",
+            )
+        distinct = int(np.unique(y_arr).shape[0])
+        if not n_classes and distinct > 2:
+            refuse_continuous(cls.name, distinct, binary_only=not cls.accepts_multiclass)
+        return super().start(params, y_arr, n_classes)
+
+    def gamma(self, Q: Matrix) -> float:
+        """gamma of the subset whose squared distances are Q."""
+        return gamma(Q, self.codes, self.rule)
+
+    def arrivals(
+        self, names: list[str], X: Matrix, out: list[Decision]
+    ) -> Iterator[tuple[int, str, Vector]]:
+        """The non-constant arrivals in order: (index, name, standardized column).
+
+        A constant column gets its decision in ``out`` here (rejected before any
+        dependency); the caller appends the others' decisions as it goes.
+        """
+        constant = is_constant_rows(X).tolist()
+        for i, name in enumerate(names):
+            self.checkpoint(i)
+            if constant[i]:
+                out.append(Decision(name, False, Reason.CONSTANT, score=None))
+                continue
+            yield i, name, unit_column(X[i])
+
+    def single(self, z: Vector) -> tuple[float, Matrix]:
+        """gamma of {f} for f's standardized column z, and {f}'s squared distances."""
+        Q = squared_distances([z], self.n_instances)
+        return self.gamma(Q), Q
+
+
+__all__ = ["RoughSetSelector", "class_codes_of", "rows"]
