@@ -114,7 +114,7 @@ def algorithm_sections() -> dict[str, str]:
     """registry key -> the text of its section (``## Title (`key`)``)."""
     text = (DOCS / "algorithms.md").read_text()
     sections: dict[str, str] = {}
-    matches = list(re.finditer(r"^## .*\(`([a-z_]+)`\)\s*$", text, re.M))
+    matches = list(re.finditer(r"^## .*\(`([a-z0-9_]+)`\)\s*$", text, re.M))
     for i, match in enumerate(matches):
         end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
         sections[match.group(1)] = text[match.end() : end]

@@ -18,6 +18,7 @@ from featurestream.selectors.group_saola import GroupSAOLA, GroupSAOLAParams
 from featurestream.selectors.k_ofsd import KOFSD, KOFSDParams
 from featurestream.selectors.nrfs import NRFS, NRFSParams
 from featurestream.selectors.ofs import OFS, OFSParams
+from featurestream.selectors.ofs_a3m import OFSA3M, OFSA3MParams
 from featurestream.selectors.osfs import OSFS, FastOSFS, FastOSFSParams, OSFSParams
 from featurestream.selectors.ossfs_dd import OSSFSDD, OSSFSDDParams
 from featurestream.selectors.params import Params
@@ -38,6 +39,7 @@ REGISTRY: dict[str, type[Selector]] = {  # type: ignore[type-arg]
         NRFS,
         OSSFSDD,
         KOFSD,
+        OFSA3M,
     )
 }
 
@@ -47,6 +49,7 @@ __all__ = [
     "KOFSD",
     "NRFS",
     "OFS",
+    "OFSA3M",
     "OSFS",
     "OSSFSDD",
     "REGISTRY",
@@ -68,6 +71,7 @@ __all__ = [
     "InstanceUpdate",
     "KOFSDParams",
     "NRFSParams",
+    "OFSA3MParams",
     "OFSParams",
     "OSFSParams",
     "OSSFSDDParams",

@@ -27,7 +27,7 @@ import numpy as np
 from featurestream.selectors.base import Matrix, Vector
 from featurestream.selectors.decisions import Decision, Eviction, Reason, SelectedFeature
 from featurestream.selectors.params import Interval, Params
-from featurestream.selectors.rough_set import RoughSetSelector, rows
+from featurestream.selectors.rough_set import RoughSetSelector
 from featurestream.stats.neighborhood import (
     MAX_INSTANCES,
     KNearest,
@@ -135,7 +135,7 @@ class KOFSD(RoughSetSelector[KOFSDParams, KOFSDState]):
         self, names: list[str], X: Matrix, groups: Sequence[str | None] | None
     ) -> list[Decision]:
         s = self.state
-        members = list(zip(s.selected, s.dep.tolist(), s.columns, strict=True))
+        members = self.members()
         arrived, singles = list(s.arrived), s.singles.tolist()
         dep_last = s.dep_last
         accepted = evicted = 0
@@ -173,9 +173,7 @@ class KOFSD(RoughSetSelector[KOFSDParams, KOFSDState]):
             arrived, singles = [], []
         self.state = replace(
             s,
-            selected=tuple(m[0] for m in members),
-            dep=np.array([m[1] for m in members], dtype=np.float64),
-            columns=rows([np.array(m[2], dtype=np.float64) for m in members], self.n_instances),
+            **self.member_fields(members),
             dep_last=dep_last,
             arrived=tuple(arrived),
             singles=np.array(singles, dtype=np.float64),

@@ -9,7 +9,7 @@ rebuilt from those columns when it resumes, to the same bits.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -18,7 +18,7 @@ import numpy.typing as npt
 from featurestream.errors import InvalidInput
 from featurestream.selectors.base import FeatureSelector, Matrix, P, S, Vector
 from featurestream.selectors.checks import target_vector
-from featurestream.selectors.decisions import Decision, Reason, ScoreKind
+from featurestream.selectors.decisions import Decision, Eviction, Reason, ScoreKind
 from featurestream.selectors.targets import refuse_continuous
 from featurestream.stats.columns import is_constant_rows
 from featurestream.stats.neighborhood import (
@@ -26,11 +26,14 @@ from featurestream.stats.neighborhood import (
     Rule,
     Subset,
     gamma,
+    non_significant,
     squared_distances,
     unit_column,
 )
 
 IntArray = npt.NDArray[np.int64]
+#: A member of S: its name, single dependency and raw column.
+Member = tuple[str, float, Vector]
 
 
 def class_codes_of(y: Vector) -> IntArray:
@@ -98,6 +101,31 @@ class RoughSetSelector(FeatureSelector[P, S]):
                 out.append(Decision(name, False, Reason.CONSTANT, score=None))
                 continue
             yield i, name, unit_column(X[i])
+
+    def members(self) -> list[Member]:
+        """S as the state holds it, in arrival order."""
+        s: Any = self.state
+        return list(zip(s.selected, s.dep.tolist(), s.columns, strict=True))
+
+    def member_fields(self, members: list[Member]) -> dict[str, Any]:
+        """The State fields of S (``replace`` keywords)."""
+        return {
+            "selected": tuple(m[0] for m in members),
+            "dep": np.array([m[1] for m in members], dtype=np.float64),
+            "columns": rows([np.array(m[2], dtype=np.float64) for m in members], self.n_instances),
+        }
+
+    def drop_insignificant(
+        self, members: list[Member], by: str, g: float, removable: Callable[[float, float], bool]
+    ) -> tuple[Eviction, ...]:
+        """The non-significance pass over S but its newest member ``by`` (in arrival
+        order; ``g`` is gamma of S): the members it removes leave ``members`` and
+        the subset, and are returned as evictions (``redundant``, by ``by``)."""
+        removed = non_significant(self.subset, self.codes, self.rule, g, removable)
+        gone = tuple(Eviction(members[k][0], Reason.REDUNDANT, by=by) for k in removed)
+        for k in reversed(removed):
+            del members[k]
+        return gone
 
     def single(self, z: Vector) -> tuple[float, Matrix]:
         """gamma of {f} for f's standardized column z, and {f}'s squared distances."""

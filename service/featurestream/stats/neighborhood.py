@@ -190,9 +190,13 @@ def _untie(dist: FloatArray, order: IntArray) -> None:
     within :data:`TIE` that are not equal, can be out of instance order.
     """
     close = dist[:, 1:] - dist[:, :-1] <= TIE * dist[:, 1:]
-    for r in np.flatnonzero((close & (order[:, 1:] < order[:, :-1])).any(axis=1)).tolist():
-        run = np.concatenate(([0], np.cumsum(~close[r])))
-        order[r] = order[r][np.lexsort((order[r], run))]
+    rows = np.flatnonzero((close & (order[:, 1:] < order[:, :-1])).any(axis=1))
+    if rows.shape[0]:
+        # Number the runs of each row; sort its instances by (run, instance).
+        run = np.zeros((rows.shape[0], dist.shape[1]), dtype=np.int64)
+        np.cumsum(~close[rows], axis=1, out=run[:, 1:])
+        mine = order[rows]
+        order[rows] = np.take_along_axis(mine, np.lexsort((mine, run), axis=1), axis=1)
 
 
 def cards(Q: FloatArray, codes: IntArray, rule: Rule) -> FloatArray:

@@ -9,7 +9,8 @@ values, are fine).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -89,3 +90,28 @@ def density(i: int, dist: list[float], order: list[int], y: list[int]) -> float:
             last = d
             j += 1
     return share(i, members, y)
+
+
+def arrivals(
+    X: np.ndarray, y: list[int], card: Card, out: list[Any]
+) -> Iterator[tuple[int, str, float]]:
+    """The non-constant columns of X in order, (index, name, single dependency); a
+    constant one gets its decision (name, False, constant, []) in ``out``."""
+    from featurestream.selectors import Reason
+
+    for i, x in enumerate(X):
+        if x.max() == x.min():
+            out.append((f"f{i}", False, Reason.CONSTANT, []))
+            continue
+        yield i, f"f{i}", gamma([x], y, card)
+
+
+def run(sel: Any, X: np.ndarray, step: int = 1) -> tuple[list[Any], list[str], Any]:
+    """Columns f0, f1, ... of X into ``sel``, ``step`` a request: the decisions as
+    (name, accepted, reason, evicted names), the selection, and the selector."""
+    names = [f"f{i}" for i in range(X.shape[0])]
+    out = []
+    for lo in range(0, len(names), step):
+        for d in sel.learn_features(names[lo : lo + step], X[lo : lo + step]):
+            out.append((d.feature, d.accepted, d.reason, [e.feature for e in d.evicted]))
+    return out, list(sel.selected()), sel

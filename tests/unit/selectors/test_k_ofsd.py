@@ -32,12 +32,7 @@ def reference_run(X: np.ndarray, y: list[int], k: int) -> tuple[list[Any], list[
     dep_last = 0.0
     singles: list[tuple[float, int]] = []
     out: list[Any] = []
-    for i, x in enumerate(X):
-        name = f"f{i}"
-        if x.max() == x.min():
-            out.append((name, False, Reason.CONSTANT, []))
-            continue
-        g = ref.gamma([x], y, card)
+    for i, name, g in ref.arrivals(X, y, card, out):
         singles.append((g, i))
         if g <= ALPHA:
             out.append((name, False, Reason.IRRELEVANT, []))
@@ -60,13 +55,7 @@ def reference_run(X: np.ndarray, y: list[int], k: int) -> tuple[list[Any], list[
 
 
 def run(X: np.ndarray, y: Any, k: int, step: int = 1) -> tuple[list[Any], list[str], KOFSD]:
-    sel = start(y, k)
-    names = [f"f{i}" for i in range(X.shape[0])]
-    out = []
-    for lo in range(0, len(names), step):
-        for d in sel.learn_features(names[lo : lo + step], X[lo : lo + step]):
-            out.append((d.feature, d.accepted, d.reason, [e.feature for e in d.evicted]))
-    return out, list(sel.selected()), sel
+    return ref.run(start(y, k), X, step)
 
 
 def data(seed: int, n: int = 24, b: int = 12) -> tuple[np.ndarray, list[int]]:
