@@ -19,6 +19,7 @@ from featurestream.selectors.k_ofsd import KOFSD, KOFSDParams
 from featurestream.selectors.nrfs import NRFS, NRFSParams
 from featurestream.selectors.ofs import OFS, OFSParams
 from featurestream.selectors.ofs_a3m import OFSA3M, OFSA3MParams
+from featurestream.selectors.ofs_density import OFSDensity, OFSDensityParams
 from featurestream.selectors.osfs import OSFS, FastOSFS, FastOSFSParams, OSFSParams
 from featurestream.selectors.ossfs_dd import OSSFSDD, OSSFSDDParams
 from featurestream.selectors.params import Params
@@ -40,6 +41,7 @@ REGISTRY: dict[str, type[Selector]] = {  # type: ignore[type-arg]
         OSSFSDD,
         KOFSD,
         OFSA3M,
+        OFSDensity,
     )
 }
 
@@ -72,6 +74,8 @@ __all__ = [
     "KOFSDParams",
     "NRFSParams",
     "OFSA3MParams",
+    "OFSDensity",
+    "OFSDensityParams",
     "OFSParams",
     "OSFSParams",
     "OSSFSDDParams",

@@ -18,7 +18,7 @@ selection using adapted Neighborhood Rough Set." Information Sciences
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -26,45 +26,21 @@ import numpy as np
 from featurestream.selectors.base import Matrix, Vector
 from featurestream.selectors.decisions import Decision, Reason
 from featurestream.selectors.params import Params
-from featurestream.selectors.rough_set import RoughSetSelector
+from featurestream.selectors.rough_set import MeanState, ParameterFree, RoughSetSelector
 from featurestream.stats.neighborhood import Adapted, Rule
 
 
 @dataclass(frozen=True, kw_only=True)
-class OFSA3MParams(Params):
+class OFSA3MParams(ParameterFree):
     """OFS-A3M has no parameters."""
 
     algorithm: ClassVar[str] = "OFS-A3M"
-    constraints: ClassVar[dict[str, Any]] = {}
-    descriptions: ClassVar[dict[str, str]] = {}
 
 
 @dataclass(frozen=True)
-class OFSA3MState:
-    """Everything OFS-A3M knows.
-
-    Attributes
-    ----------
-    y : the class target (codes, or two values as given).
-    selected, dep, columns : S in arrival order, each member's single
-        dependency and raw column (one row each).
-    dep_set : the dependency of S when it last rose (0 at the start).
-    dep_mean : dep_set / |S| after the last change (0 at the start).
-    passes : how many non-significance passes ran.
-    """
-
-    y: Vector
-    columns: Matrix
-    selected: tuple[str, ...] = ()
-    dep: Vector = field(default_factory=lambda: np.zeros(0))
-    dep_set: float = 0.0
-    dep_mean: float = 0.0
-    passes: int = 0
-    features_seen: int = 0
-    features_accepted: int = 0
-    features_rejected: int = 0
-    features_evicted: int = 0
-    n_classes: int = 0
+class OFSA3MState(MeanState):
+    """Everything OFS-A3M knows: :class:`~featurestream.selectors.rough_set.MeanState`,
+    dep_set being the dependency of S when it last rose and dep_mean = dep_set / |S|."""
 
 
 def _no_significance(g_r: float, g_without: float) -> bool:
@@ -139,7 +115,7 @@ class OFSA3M(RoughSetSelector[OFSA3MParams, OFSA3MState]):
                 dep_set = d
                 out.append(Decision(name, True, None, score=g))
             else:
-                gone = self.drop_insignificant(members, name, d, _no_significance)
+                gone = self.drop_insignificant(members, name, d, _no_significance)[0]
                 passes += 1
                 evicted += len(gone)
                 out.append(Decision(name, True, None, score=g, evicted=gone))

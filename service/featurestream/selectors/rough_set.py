@@ -10,6 +10,7 @@ rebuilt from those columns when it resumes, to the same bits.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -19,6 +20,7 @@ from featurestream.errors import InvalidInput
 from featurestream.selectors.base import FeatureSelector, Matrix, P, S, Vector
 from featurestream.selectors.checks import target_vector
 from featurestream.selectors.decisions import Decision, Eviction, Reason, ScoreKind
+from featurestream.selectors.params import Params
 from featurestream.selectors.targets import refuse_continuous
 from featurestream.stats.columns import is_constant_rows
 from featurestream.stats.neighborhood import (
@@ -34,6 +36,42 @@ from featurestream.stats.neighborhood import (
 IntArray = npt.NDArray[np.int64]
 #: A member of S: its name, single dependency and raw column.
 Member = tuple[str, float, Vector]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParameterFree(Params):
+    """The parameters of a selector that has none (OFS-A3M, OFS-Density)."""
+
+    constraints: ClassVar[dict[str, Any]] = {}
+    descriptions: ClassVar[dict[str, str]] = {}
+
+
+@dataclass(frozen=True)
+class MeanState:
+    """What OFS-A3M and OFS-Density know (their states add to it).
+
+    Attributes
+    ----------
+    y : the class target (codes, or two values as given).
+    selected, dep, columns : S in arrival order, each member's single
+        dependency and raw column (one row each).
+    dep_set : the dependency of S when it last changed (0 at the start).
+    dep_mean : the mean a new feature's own dependency is held to (0 at the start).
+    passes : how many non-significance passes ran.
+    """
+
+    y: Vector
+    columns: Matrix
+    selected: tuple[str, ...] = ()
+    dep: Vector = field(default_factory=lambda: np.zeros(0))
+    dep_set: float = 0.0
+    dep_mean: float = 0.0
+    passes: int = 0
+    features_seen: int = 0
+    features_accepted: int = 0
+    features_rejected: int = 0
+    features_evicted: int = 0
+    n_classes: int = 0
 
 
 def class_codes_of(y: Vector) -> IntArray:
@@ -117,15 +155,16 @@ class RoughSetSelector(FeatureSelector[P, S]):
 
     def drop_insignificant(
         self, members: list[Member], by: str, g: float, removable: Callable[[float, float], bool]
-    ) -> tuple[Eviction, ...]:
+    ) -> tuple[tuple[Eviction, ...], float]:
         """The non-significance pass over S but its newest member ``by`` (in arrival
         order; ``g`` is gamma of S): the members it removes leave ``members`` and
-        the subset, and are returned as evictions (``redundant``, by ``by``)."""
-        removed = non_significant(self.subset, self.codes, self.rule, g, removable)
+        the subset, and are returned as evictions (``redundant``, by ``by``), with
+        gamma of what is left."""
+        removed, left = non_significant(self.subset, self.codes, self.rule, g, removable)
         gone = tuple(Eviction(members[k][0], Reason.REDUNDANT, by=by) for k in removed)
         for k in reversed(removed):
             del members[k]
-        return gone
+        return gone, left
 
     def single(self, z: Vector) -> tuple[float, Matrix]:
         """gamma of {f} for f's standardized column z, and {f}'s squared distances."""
@@ -133,4 +172,11 @@ class RoughSetSelector(FeatureSelector[P, S]):
         return self.gamma(Q), Q
 
 
-__all__ = ["RoughSetSelector", "class_codes_of", "rows"]
+__all__ = [
+    "MeanState",
+    "Member",
+    "ParameterFree",
+    "RoughSetSelector",
+    "class_codes_of",
+    "rows",
+]

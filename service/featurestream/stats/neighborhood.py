@@ -244,10 +244,13 @@ class Subset:
     contributions, in the same order.
     """
 
-    def __init__(self, n: int, units: Sequence[FloatArray] = ()) -> None:
+    def __init__(
+        self, n: int, units: Sequence[FloatArray] = (), Q: FloatArray | None = None
+    ) -> None:
+        """``Q``: the squared distances of ``units`` when already known (never copied)."""
         self.n = n
         self.units: list[FloatArray] = list(units)
-        self.Q = squared_distances(self.units, n)
+        self.Q = squared_distances(self.units, n) if Q is None else Q
 
     def __len__(self) -> int:
         return len(self.units)
@@ -283,13 +286,13 @@ class Subset:
 
 def non_significant(
     subset: Subset, codes: IntArray, rule: Rule, g: float, removable: Callable[[float, float], bool]
-) -> list[int]:
+) -> tuple[list[int], float]:
     """The non-significance pass over every member but the newest, in arrival order.
 
     A member h is removed when ``removable(gamma_R, gamma_{R - h})``, R being
     the subset as the pass has left it (``g`` is gamma of the whole subset).
     Returns the positions, in the subset as it was, of the members removed,
-    and leaves ``subset`` without them.
+    and gamma of what is left; leaves ``subset`` without them.
     """
     removed: list[int] = []
     prefix = np.zeros((subset.n, subset.n))  # the members kept before position k
@@ -304,7 +307,7 @@ def non_significant(
             continue
         add_contribution(prefix, subset.units[k])
         k += 1
-    return removed
+    return removed, g
 
 
 def sqrt_count(p: int) -> int:

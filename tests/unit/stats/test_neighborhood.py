@@ -196,7 +196,8 @@ def test_non_significance_pass_in_arrival_order() -> None:
         seen.append((g_r, g_without))
         return g_without == g_r
 
-    removed = non_significant(s, codes, rule, g, equal)
+    removed, left = non_significant(s, codes, rule, g, equal)
+    assert left == gamma(s.Q, codes, rule)
     assert removed[0] == 0 and seen[0] == (g, g)
     want = [members[i] for i in range(4) if i not in removed]
     assert len(s) == len(want) and np.array_equal(s.Q, squared_distances(want, n))
@@ -206,7 +207,7 @@ def test_non_significance_pass_in_arrival_order() -> None:
 def test_non_significance_pass_removes_nothing_when_all_matter() -> None:
     s = Subset(5, [unit_column(X), unit_column(X[::-1] ** 2)])
     g = gamma(s.Q, CODES, Density())
-    assert non_significant(s, CODES, Density(), g, lambda a, b: False) == []
+    assert non_significant(s, CODES, Density(), g, lambda a, b: False) == ([], g)
     assert len(s) == 2
 
 
@@ -250,3 +251,17 @@ def test_the_nearest_m_are_those_of_a_whole_sort(seed: int, n: int, m: int, deci
             ]
         ).ravel()
         assert np.array_equal(cards(Qr, codes, rule), whole)
+
+
+def test_density_neighbourhood_of_the_papers_example() -> None:
+    # OFS-Density's paper, x3 on {f1, f2} with plain Euclidean distances: x7 at
+    # 1.803, x2 at 3.4, x6 at 4.036, x1 at 5.009, x8 at 7.655 (then x4, x5). Densities
+    # 1.803, 1.7, 1.345, 1.252, then 1.531 rises: N(x3) = {x7, x2, x6, x1} (the
+    # paper's text stops at the first fall instead, {x7}).
+    f = np.array([[3.0, 5, 8, 13, 6, 5, 9, 15], [5.6, 6.9, 5.3, 12.3, 15.2, 2.6, 6.8, 8.4]])
+    d = np.array([0, 1, 1, 1, 0, 1, 0, 0])
+    Qp = squared_distances(list(f), 8)
+    order = sorted_rows(Qp)[1][2]
+    assert order[:6].tolist() == [2, 6, 1, 5, 0, 7]
+    # x3 is of class 1; of x7, x2, x6, x1 two are: card 1/2.
+    assert cards(Qp, d, Density())[2] == 0.5
