@@ -60,8 +60,10 @@ the load.
 In-process kernels: `featurestream bench ofs-kernel` times OFS beside a plain
 per-instance numpy loop of its update; `featurestream bench fires-kernel`
 times FIRES (and its core update) beside a plain numpy transcription of its
-batch update, and checks that both end on the same weights and top m. Each
-takes --help.
+batch update, and checks that both end on the same weights and top m;
+`featurestream bench roughset` times K-OFSD, OFS-A3M and OFS-Density beside
+plain numpy transcriptions of their rules (one dependency from scratch per
+step) and checks that both end on the same selection. Each takes --help.
 
 Tenants (`featurestream bench tenants`): create and list latency (p50, p99) in
 a tenant holding one stream while --others streams (10,000) of other tenants
@@ -228,6 +230,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from featurestream.bench import ossfs_kernel
 
         return ossfs_kernel.main(args_in[1:])
+    if args_in[:1] == ["roughset"]:
+        from featurestream.bench import roughset_kernel
+
+        return roughset_kernel.main(args_in[1:])
     if args_in[:1] == ["tenants"]:
         from featurestream.bench import tenants
 
