@@ -110,6 +110,37 @@ def test_grafting_and_ofs_refuse_multiclass_streams_naming_the_ones_that_accept_
         assert r.status_code == 422 and "not a mix" in r.json()["detail"], r.text
 
 
+def test_rough_set_selectors_on_a_served_process(serve: ServeProcess) -> None:
+    """K-OFSD refuses three classes and a continuous target, naming the algorithms that
+    accept classes; OFS-A3M and OFS-Density select alike under any class names."""
+    with httpx.Client(base_url=serve.url, timeout=30) as h:
+        r = h.post("/v1/streams", json={"algorithm": "k_ofsd", "target": labels(["a", "b", "c"])})
+        assert r.status_code == 422 and "ofs_density" in r.json()["detail"], r.text
+        r = h.post(
+            "/v1/streams",
+            json={"algorithm": "k_ofsd", "target": (X[:, 0] / 7).tolist(),
+                  "target_type": "continuous"},
+        )  # fmt: skip
+        assert r.status_code == 422 and "continuous target" in r.json()["detail"], r.text
+        r = h.post("/v1/streams", json={"algorithm": "ofs_a3m", "target": [0.5, 1.5, 2.5]})
+        assert r.status_code == 422 and "learns classes" in r.json()["detail"], r.text
+        assert h.get("/v1/streams").json()["streams"] == []
+    with Client(serve.url) as c:
+        two = [0 if v == 0 else 1 for v in Y]
+        s = c.create_stream("k_ofsd", target=two, params={"k": 3})
+        out = s.add_features(X, names=NAMES, chunk_columns=5)
+        assert list(out.selected) and s.status()["dep_last"] > 0.5
+        for algorithm in ("ofs_a3m", "ofs_density"):
+            results = []
+            for mapping in RELABELLINGS:
+                s = c.create_stream(algorithm, target=labels(mapping))
+                out = s.add_features(X, names=NAMES, chunk_columns=4)
+                results.append(
+                    ([(d.name, d.accepted, d.reason) for d in out.decisions], list(out.selected))
+                )
+            assert results[0][1] and all(r == results[0] for r in results), algorithm
+
+
 def test_instance_streams_take_string_labels_in_json_bodies(serve: ServeProcess) -> None:
     order = np.random.default_rng(1).permutation(len(Y))
     Xs, ys = X[order], Y[order]
