@@ -115,7 +115,7 @@ class OFSA3M(RoughSetSelector[OFSA3MParams, OFSA3MState]):
                 dep_set = d
                 out.append(Decision(name, True, None, score=g))
             else:
-                gone = self.drop_insignificant(members, name, d, _no_significance)[0]
+                gone = self.drop_insignificant(members, name, d, _no_significance, i)[0]
                 passes += 1
                 evicted += len(gone)
                 out.append(Decision(name, True, None, score=g, evicted=gone))

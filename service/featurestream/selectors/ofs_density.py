@@ -132,7 +132,7 @@ class OFSDensity(RoughSetSelector[OFSDensityParams, OFSDensityState]):
                 out.append(Decision(name, True, None, score=g))
                 continue
             passes += 1
-            gone, left = self.drop_insignificant(members, name, d, _not_significant)
+            gone, left = self.drop_insignificant(members, name, d, _not_significant, i)
             if left >= dep_set:
                 dep_set, dep_mean = left, mean_single(members)
                 evicted += len(gone)

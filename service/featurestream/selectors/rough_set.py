@@ -154,13 +154,24 @@ class RoughSetSelector(FeatureSelector[P, S]):
         }
 
     def drop_insignificant(
-        self, members: list[Member], by: str, g: float, removable: Callable[[float, float], bool]
+        self,
+        members: list[Member],
+        by: str,
+        g: float,
+        removable: Callable[[float, float], bool],
+        at: int,
     ) -> tuple[tuple[Eviction, ...], float]:
         """The non-significance pass over S but its newest member ``by`` (in arrival
         order; ``g`` is gamma of S): the members it removes leave ``members`` and
         the subset, and are returned as evictions (``redundant``, by ``by``), with
-        gamma of what is left."""
-        removed, left = non_significant(self.subset, self.codes, self.rule, g, removable)
+        gamma of what is left. ``at``: the arrival's place in its batch, for the
+        checkpoint between the pass's dependencies."""
+
+        def checked(g_r: float, g_without: float) -> bool:
+            self.checkpoint(at)
+            return removable(g_r, g_without)
+
+        removed, left = non_significant(self.subset, self.codes, self.rule, g, checked)
         gone = tuple(Eviction(members[k][0], Reason.REDUNDANT, by=by) for k in removed)
         for k in reversed(removed):
             del members[k]

@@ -125,6 +125,16 @@ def test_the_non_significance_pass_by_hand() -> None:
     assert sel.learn_feature("c", 5 * y + noise).reason == Reason.IRRELEVANT
 
 
+def test_the_pass_reaches_the_checkpoint_between_its_dependencies() -> None:
+    # The pass of the example above: b (item 2) has two members to weigh.
+    y = np.array([0.0, 0, 0, 0, 1, 1, 1, 1])
+    noise = np.array([0.01, 0.03, 0.02, 0.05, 0.04, 0.07, 0.06, 0.08])
+    X = np.array([[0, 0, 0, 0, 0, 0, 0, 5.0], 10 * y + noise, 20 * y + noise[::-1]])
+    calls: list[int] = []
+    start(y).learn_features(["w", "a", "b"], X, checkpoint=calls.append)
+    assert calls == [0, 1, 2, 2, 2]
+
+
 def test_a_pass_at_dependency_zero_removes_nothing() -> None:
     # sig = (gamma_R - gamma_{R - h}) / gamma_R is undefined at gamma_R = 0.
     from featurestream.selectors.ofs_a3m import _no_significance
