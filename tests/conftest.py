@@ -36,6 +36,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # the compiled kernels in the background at start-up: on a small machine that would
 # compete with the tests themselves. tests/service/test_warm_kernels.py turns it on.
 os.environ.setdefault("FEATURESTREAM_WARM_KERNELS", "false")
+# Apps built in the test process compute in its threads (compute_workers 0); the server
+# processes the tests start (tests/support.py) run with the default compute workers.
+os.environ.setdefault("FEATURESTREAM_COMPUTE_WORKERS", "0")
 
 
 # --------------------------------------------------------------------------- Redis

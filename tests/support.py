@@ -92,7 +92,10 @@ class ServeProcess:
         cmd = [exe] if exe else [sys.executable, "-m", "featurestream"]
         cmd += ["serve", "--port", str(self.port), "--store", self.store_url]
         cmd += ["--log-level", "warning"]
-        env = {**os.environ, "FEATURESTREAM_KEY_PREFIX": self.prefix, **self.env}
+        env = {**os.environ, "FEATURESTREAM_KEY_PREFIX": self.prefix}
+        # The server's default compute workers, unless the test asks for others.
+        env.pop("FEATURESTREAM_COMPUTE_WORKERS", None)
+        env.update(self.env)
         self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

@@ -36,6 +36,7 @@ def _serve(args: argparse.Namespace) -> int:
         "port": args.port,
         "store_url": args.store,
         "workers": args.workers,
+        "compute_workers": args.compute_workers,
         "log_level": args.log_level,
         "ws_compression": args.ws_compression,
     }
@@ -95,7 +96,15 @@ def build_parser(*more_commands: Callable[[Any], None]) -> argparse.ArgumentPars
     serve.add_argument("--host", help="Bind address (default 127.0.0.1).")
     serve.add_argument("--port", type=int, help="Port (default 8000).")
     serve.add_argument("--store", help="memory:// (default, embedded) or redis://host:port/db.")
-    serve.add_argument("--workers", type=int, help="Worker processes (Redis store only).")
+    serve.add_argument(
+        "--workers", type=int, help="Serving processes (uvicorn workers; Redis store only)."
+    )
+    serve.add_argument(
+        "--compute-workers",
+        type=int,
+        help="Compute worker processes per serving process (default: the number of cores; "
+        "0: compute in the serving process, for debugging).",
+    )
     serve.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug"])
     serve.add_argument(
         "--ws-compression",

@@ -128,6 +128,14 @@ class Settings(BaseSettings):
     commit_retries: int = Field(
         50, ge=1, description="Re-applies after a concurrent update before answering 409."
     )
+    compute_workers: int | None = Field(
+        None,
+        ge=0,
+        description="Compute worker processes beside each serving process: every selector "
+        "update runs in one, each stream always in the same one, which keeps its state "
+        "decoded. Default (unset): the number of cores. 0: in threads of the serving "
+        "process (for debugging).",
+    )
     cache_streams: int = Field(
         256, ge=0, description="Streams whose decoded state a process keeps in memory."
     )

@@ -10,12 +10,24 @@ from __future__ import annotations
 from typing import Any
 
 
+def _rebuilt(cls: type[FeatureStreamError], args: tuple[Any, ...], attrs: dict[str, Any]) -> Any:
+    exc = cls.__new__(cls)
+    exc.args = args
+    exc.__dict__.update(attrs)
+    return exc
+
+
 class FeatureStreamError(Exception):
     """Base class of every error featurestream raises on purpose."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as its attributes (from a compute worker): a subclass's constructor
+        # takes other arguments than ``args``.
+        return (_rebuilt, (type(self), self.args, self.__dict__))
 
     def fields(self) -> dict[str, Any]:
         """Structured extension members for a problem document."""
@@ -269,14 +281,26 @@ class NumericallyUnstable(FeatureStreamError, ArithmeticError):
         return {} if self.stream_id is None else {"stream_id": self.stream_id}
 
 
-class StoreUnavailable(FeatureStreamError):
+class Unavailable(FeatureStreamError):
+    """A part of the service the operation needs does not answer now; retry it later (503).
+
+    For a write the outcome is unknown to the caller: a retry with the same seq is safe.
+    """
+
+    def fields(self) -> dict[str, Any]:
+        return {"retryable": True}
+
+
+class StoreUnavailable(Unavailable):
     """The state store cannot be reached; the operation may be retried later."""
 
     def __init__(self, message: str = "The state store is unavailable.") -> None:
         super().__init__(message)
 
-    def fields(self) -> dict[str, Any]:
-        return {"retryable": True}
+
+class ComputeUnavailable(Unavailable):
+    """The compute worker that applied a write stopped before answering; nothing was
+    committed (``engine/compute.py``)."""
 
 
 class HistoryTrimmed(FeatureStreamError):
@@ -306,6 +330,7 @@ class StoreFull(StoreUnavailable):
 
 
 __all__ = [
+    "ComputeUnavailable",
     "ConcurrentUpdate",
     "DuplicateNames",
     "EvaluationUnavailable",
@@ -326,6 +351,7 @@ __all__ = [
     "StreamExists",
     "StreamNotFound",
     "Unauthorized",
+    "Unavailable",
     "UnsupportedMediaType",
     "VersionNotFound",
     "WrongStreamKind",

@@ -37,6 +37,7 @@ from featurestream.api.routes import (
 )
 from featurestream.config import Settings
 from featurestream.engine import StreamEngine, catalogue
+from featurestream.engine.compute import open_compute
 from featurestream.logs import configure_logging
 from featurestream.store import StateStore, open_store
 
@@ -56,7 +57,10 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
         _reload_keys_on_sighup(keys)
         st = store if store is not None else open_store(settings)
         await st.open()
-        app.state.engine = StreamEngine(st, settings)
+        compute = open_compute(
+            settings.compute_workers, settings.cache_streams, settings.cache_bytes
+        )
+        app.state.engine = StreamEngine(st, settings, compute=compute)
         app.state.ws_sessions = ws.Sessions()
         metrics.engine = app.state.engine
         metrics.ws = app.state.ws_sessions
@@ -79,6 +83,7 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
                 await watcher
             # WebSocket sessions first: they answer what they read, then close (1001).
             await app.state.ws_sessions.close_all()
+            compute.close()
             await st.close()
 
     app = FastAPI(

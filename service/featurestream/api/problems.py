@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from featurestream.api.tenancy import public_id
 from featurestream.engine import Problem, wire
-from featurestream.errors import FeatureStreamError, StoreUnavailable, Unauthorized
+from featurestream.errors import FeatureStreamError, Unauthorized, Unavailable
 
 log = logging.getLogger("featurestream.api")
 
@@ -52,7 +52,7 @@ def problem_of(exc: FeatureStreamError) -> Problem:
 
 
 def problem_for(exc: FeatureStreamError) -> JSONResponse:
-    headers = {"Retry-After": "1"} if isinstance(exc, StoreUnavailable) else None
+    headers = {"Retry-After": "1"} if isinstance(exc, Unavailable) else None
     if isinstance(exc, Unauthorized):
         headers = {"WWW-Authenticate": 'Bearer realm="featurestream"'}
     return respond(problem_of(exc), headers)

@@ -41,13 +41,21 @@ class Live:
     info: dict[str, Any]
     incarnation: str
     version: int
-    selector: Selector[Any, Any]
+    # The decoded selector, where this process computes (compute_workers = 0); None where
+    # compute workers do (engine/compute.py): then ``blob`` holds the encoded state.
+    selector: Selector[Any, Any] | None
     producers: dict[str, int] = field(default_factory=dict)
-    # Memory the decoded state takes (footprint): the stream's weight in the bytes bound.
+    # Memory the state takes (its footprint decoded, or the blob's bytes): the stream's
+    # weight in the bytes bound.
     size: int = 0
     from_cache: bool = False
     # The last commit this copy holds: the next commit's expected_commit.
     commit_id: str = ""
+    blob: bytes = b""
+    # Compute workers: the name of the state held (``token``), and of the state the
+    # write being applied makes (``next_token``), once committed.
+    token: str = ""
+    next_token: str = ""
 
     @property
     def kind(self) -> str:

@@ -40,25 +40,23 @@ from featurestream.engine import catalogue, wire
 from featurestream.engine import evaluation as judged
 from featurestream.engine import history as past
 from featurestream.engine.budget import Budget
-from featurestream.engine.cache import Live, StreamCache, footprint
+from featurestream.engine.cache import Live, StreamCache
 from featurestream.engine.catalogue import check_names
+from featurestream.engine.compute import Compute, Threads
 from featurestream.engine.events import read_events
-from featurestream.engine.frames import Frame, Reply, apply_frames, attempt_frames, prepared
-from featurestream.engine.idempotency import content_bytes, content_digest, replayed, seal
+from featurestream.engine.frames import Frame, Reply, attempt_frames, prepared
+from featurestream.engine.idempotency import content_bytes, content_digest, replayed
 from featurestream.engine.outcome import (
     Attempt,
     Outcome,
     StaleCache,
     commit_of,
     finite_state,
-    outcome_of,
 )
 from featurestream.engine.results import (
     AlgorithmInfo,
     EventPage,
-    FeaturesWritten,
     FramesResult,
-    InstancesWritten,
     Selection,
     StoredSelection,
     StreamResource,
@@ -66,11 +64,11 @@ from featurestream.engine.results import (
     WriteResult,
 )
 from featurestream.engine.sequencing import Fresh, Gap, Replay, classify, conflict, too_old
+from featurestream.engine.work import FeaturesWork, FramesWork, InstancesWork, Work, resume_stored
 from featurestream.errors import (
     ConcurrentUpdate,
     FeatureStreamError,
     LimitExceeded,
-    NumericallyUnstable,
     QuotaExceeded,
     RequestTooExpensive,
     StoreFull,
@@ -78,19 +76,12 @@ from featurestream.errors import (
     WrongStreamKind,
 )
 from featurestream.selectors import (
-    REGISTRY,
-    FeatureSelector,
-    InstanceSelector,
-    InstanceUpdate,
     Selector,
 )
 from featurestream.store.base import QuotaReached, StateStore, Subscription
 
 Clock = Callable[[], datetime]
 T = TypeVar("T")
-# Applies a prepared write to the stream (in a worker thread): the response and the outcome
-# (None: the write held nothing, and the stream stays at its version).
-Apply = Callable[[Live, Any, int], tuple[bytes, Outcome | None]]
 
 
 def new_stream_id() -> str:
@@ -102,13 +93,6 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def _decode_checked(blob: bytes) -> tuple[codec.Decoded, str | None, int]:
-    """A stored state, the first of its fields that is not finite (None: all are), and
-    the bytes its decoded form holds (its weight in the cache)."""
-    decoded = codec.decode(blob)
-    return decoded, codec.nonfinite(decoded.state), footprint(decoded.state)
-
-
 def _iso(t: datetime) -> str:
     return t.isoformat().replace("+00:00", "Z")
 
@@ -116,10 +100,19 @@ def _iso(t: datetime) -> str:
 class StreamEngine:
     """Applies requests to streams kept in a StateStore."""
 
-    def __init__(self, store: StateStore, settings: Settings, clock: Clock = utcnow) -> None:
+    def __init__(
+        self,
+        store: StateStore,
+        settings: Settings,
+        clock: Clock = utcnow,
+        compute: Compute | None = None,
+    ) -> None:
         self.store = store
         self.settings = settings
         self._clock = clock
+        # Where selector work runs (engine/compute.py): threads of this process unless
+        # the caller (the app) gives compute workers.
+        self.compute: Compute = compute or Threads()
         self.cache = StreamCache(settings.cache_streams, settings.cache_bytes)
         self.counters: Counter[str] = Counter()
         self.evaluations = judged.EvaluationCache()
@@ -196,8 +189,9 @@ class StreamEngine:
                 limit="max_streams_per_tenant",
                 maximum=quota,
             ) from None
-        held = footprint(selector.snapshot())
-        self.cache.put(sid, Live(info, incarnation, 0, selector, size=held))
+        live = Live(info, incarnation, 0, selector)
+        self.compute.hold(live, blob)
+        self.cache.put(sid, live)
         return wire.stream_resource(info, 0, now)
 
     async def get(self, stream_id: str) -> StreamResource:
@@ -308,6 +302,10 @@ class StreamEngine:
                 if not await self._stale(stream_id, live):
                     break
             sel = live.selector
+            if sel is None:
+                # Held encoded (compute workers): decoded for this evaluation only.
+                decoded = await anyio.to_thread.run_sync(resume_stored, stream_id, live.blob)
+                sel = decoded[0]
             return judged.StateView(
                 live.info,
                 live.incarnation,
@@ -351,40 +349,21 @@ class StreamEngine:
         digest = await self._digest(seq, "features", names, X, groups)
         budget = Budget(self.settings.request_time_budget, "columns", X.shape[0])
 
-        async def prepare(live: Live) -> list[str]:
+        async def prepare(live: Live) -> FeaturesWork:
             # Names already in the stream are refused by the store's commit itself
             # (made atomic with it by its version check): see DuplicateNames.
             if names is not None:
-                return list(names)
-            # Unnamed columns: named after the request, unique in the stream (a seq is
-            # unique per producer, a version per stream).
-            tag = f"{producer}:{seq}" if seq is not None else f"v{live.version + 1}"
-            return [f"{tag}:{i}" for i in range(X.shape[0])]
+                chosen = list(names)
+            else:
+                # Unnamed columns: named after the request, unique in the stream (a seq
+                # is unique per producer, a version per stream).
+                tag = f"{producer}:{seq}" if seq is not None else f"v{live.version + 1}"
+                chosen = [f"{tag}:{i}" for i in range(X.shape[0])]
+            return FeaturesWork(
+                seq, producer, budget, _iso(self._clock()), digest, chosen, X, groups
+            )
 
-        def apply(live: Live, chosen: list[str], version: int) -> tuple[bytes, Outcome | None]:
-            sel = live.selector
-            assert isinstance(sel, FeatureSelector)
-            before = sel.selected()
-            if not chosen:
-                # No columns: nothing to decide, no event, no new version.
-                empty = FeaturesWritten(live.version, seq, producer, [], before)
-                return wire.features_written(empty), None
-            warned = {w["code"] for w in sel.warnings()}
-            budget.start()
-            decisions = sel.learn_features(chosen, X, groups, checkpoint=budget)
-            # A selector that cannot stop inside its batch is held to the budget here.
-            budget(len(chosen))
-            docs, decided = wire.render_decisions(decisions)
-            events = [wire.feature_batch_event(chosen, groups), *decided]
-            selected = sel.selected()
-            raised = [w for w in sel.warnings() if w["code"] not in warned]
-            written = FeaturesWritten(version, seq, producer, decisions, selected, raised)
-            outcome = self._outcome(live, version, events, chosen, before, seq, producer)
-            return wire.features_written(written, docs), outcome
-
-        return await self._write(
-            stream_id, "features", producer, seq, digest, prepare, apply, log=log
-        )
+        return await self._write(stream_id, "features", producer, seq, digest, prepare, log=log)
 
     async def add_instances(
         self,
@@ -400,30 +379,10 @@ class StreamEngine:
         digest = await self._digest(seq, "instances", X, y)
         budget = Budget(self.settings.request_time_budget, "instances", X.shape[0])
 
-        async def prepare(live: Live) -> None:
-            return None
+        async def prepare(live: Live) -> InstancesWork:
+            return InstancesWork(seq, producer, budget, _iso(self._clock()), digest, X, y)
 
-        def apply(live: Live, _: None, version: int) -> tuple[bytes, Outcome | None]:
-            sel = live.selector
-            assert isinstance(sel, InstanceSelector)
-            before = sel.selected()
-            if X.shape[0] == 0:
-                # No instances: nothing learnt, no event, no new version.
-                seen = sel.instances_seen
-                empty = InstancesWritten(live.version, seq, producer, seen, before)
-                return wire.instances_written(empty), None
-            budget.start()
-            update: InstanceUpdate = sel.learn_instances(X, y, checkpoint=budget)
-            budget(X.shape[0])
-            selected = sel.selected()
-            events = [
-                wire.instance_batch_event(update.instances, update.instances_seen, update.mistakes)
-            ]
-            written = InstancesWritten(version, seq, producer, update.instances_seen, selected)
-            outcome = self._outcome(live, version, events, (), before, seq, producer)
-            return wire.instances_written(written), outcome
-
-        return await self._write(stream_id, "instances", producer, seq, digest, prepare, apply)
+        return await self._write(stream_id, "instances", producer, seq, digest, prepare)
 
     async def add_instance_frames(
         self, stream_id: str, frames: Sequence[Frame], *, producer: str, log: bool = False
@@ -460,16 +419,11 @@ class StreamEngine:
         async def apply(
             live: Live, fresh: Sequence[Frame], version: int
         ) -> tuple[Outcome | None, list[Reply]]:
-            return await anyio.to_thread.run_sync(
-                apply_frames,
-                stream_id,
-                live,
-                fresh,
-                producer,
-                version,
-                self._outcome,
-                self.settings.request_time_budget,
-            )
+            budget = self.settings.request_time_budget
+            work = FramesWork(stream_id, fresh, producer, budget, _iso(self._clock()))
+            replies, outcome = await self.compute.apply(stream_id, live, work, version)
+            assert isinstance(replies, list)
+            return outcome, replies
 
         async def attempt(live: Live) -> Attempt[FramesResult]:
             return await attempt_frames(
@@ -504,20 +458,6 @@ class StreamEngine:
                 maximum=limit,
             )
 
-    def _outcome(
-        self,
-        live: Live,
-        version: int,
-        events: Sequence[dict[str, Any]],
-        names: Sequence[str],
-        before: Sequence[str],
-        seq: int | None,
-        producer: str,
-    ) -> Outcome:
-        shown = str(live.info["id"])
-        now = _iso(self._clock())
-        return outcome_of(live.selector, shown, version, now, events, names, before, seq, producer)
-
     async def _write(
         self,
         stream_id: str,
@@ -525,8 +465,7 @@ class StreamEngine:
         producer: str,
         seq: int | None,
         digest: bytes,
-        prepare: Callable[[Live], Awaitable[Any]],
-        apply: Apply,
+        prepare: Callable[[Live], Awaitable[Work]],
         *,
         log: bool = False,
     ) -> WriteResult:
@@ -553,17 +492,11 @@ class StreamEngine:
                         raise StaleCache
                     raise conflict(verdict, producer)
                 assert isinstance(verdict, Fresh)
-            ready = await prepare(live)
+            work = await prepare(live)
             version = live.version + 1
-
-            def applied(
-                live: Live, ready: Any, version: int
-            ) -> tuple[bytes, Outcome | None, bytes]:
-                body, outcome = apply(live, ready, version)
-                # Sealed here, beside the event loop: a large response is compressed.
-                return body, outcome, seal(digest, body) if seq is not None else b""
-
-            body, outcome, sealed = await anyio.to_thread.run_sync(applied, live, ready, version)
+            answer, outcome = await self.compute.apply(stream_id, live, work, version)
+            assert isinstance(answer, tuple)
+            body, sealed = answer
             return Attempt(
                 WriteResult(body, False, version if outcome is not None else live.version),
                 outcome,
@@ -596,7 +529,6 @@ class StreamEngine:
                     if await self._stale(stream_id, live):
                         continue
                     raise WrongStreamKind.for_request(stream_id, live.kind, kind)
-                previous = live.selector.snapshot()
                 try:
                     step = await attempt(live)
                 except StaleCache:
@@ -605,8 +537,7 @@ class StreamEngine:
                     verified = not await self._stale(stream_id, live)
                     continue
                 except BaseException as exc:
-                    # Nothing was committed: put the selector back as it was.
-                    live.selector = type(live.selector).resume(live.selector.params, previous)
+                    # Nothing was committed (the compute put the selector back as it was).
                     if (
                         isinstance(exc, FeatureStreamError)
                         # Over budget: applied again, it would be over budget again.
@@ -636,7 +567,7 @@ class StreamEngine:
                 live.commit_id = commit.commit_id
                 self.counters["commits"] += 1
                 if step.outcome is not None:
-                    live.size = step.outcome.footprint
+                    self.compute.committed(live, step.outcome)
                     self.counters.update(step.outcome.tally)
                 if step.responses:
                     live.producers[producer] = step.responses[-1][0]
@@ -676,29 +607,16 @@ class StreamEngine:
             live.from_cache = True
             return live
         record = await self.store.load(stream_id)
-        decoded, field, size = await anyio.to_thread.run_sync(_decode_checked, record.blob)
-        if field is not None:
-            # Written before states were checked: computing on it could stall the
-            # process inside a numeric kernel. Refused, never cached.
-            raise NumericallyUnstable(
-                f"The stored state of stream {stream_id!r} is not finite ({field!r} holds "
-                "NaN or infinite values); no request can be applied to it. Its selection "
-                "and status can still be read; delete and re-create the stream to go on.",
-                stream_id=stream_id,
-            )
-        cls = REGISTRY[decoded.selector]
-        # Stored by any earlier version: parameters added since take the value
-        # the stream ran with (Params.legacy), not today's default.
-        params = cls.params_type.from_stored(decoded.params)
         live = Live(
             info=record.info,
             incarnation=record.incarnation,
             version=record.version,
-            selector=cls.resume(params, decoded.state),
+            selector=None,
             producers=record.producers,
-            size=size,
             commit_id=record.commit_id,
         )
+        # Raises NumericallyUnstable for a state that is not finite: refused, never cached.
+        await self.compute.load(stream_id, live, record.blob)
         self.cache.put(stream_id, live)
         return live
 

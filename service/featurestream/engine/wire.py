@@ -36,6 +36,7 @@ from featurestream.engine.results import (
     StreamStatus,
 )
 from featurestream.errors import (
+    ComputeUnavailable,
     ConcurrentUpdate,
     EvaluationUnavailable,
     FeatureStreamError,
@@ -372,6 +373,7 @@ PROBLEMS: dict[type[FeatureStreamError], tuple[int, str, str]] = {
     RequestTimeout: (408, "request-timeout", "Request timeout"),
     UnsupportedMediaType: (415, "unsupported-media-type", "Unsupported media type"),
     StoreUnavailable: (503, "store-unavailable", "State store unavailable"),
+    ComputeUnavailable: (503, "compute-unavailable", "Compute worker unavailable"),
     NumericallyUnstable: (422, "numerically-unstable", "Numerically unstable"),
     StoreFull: (503, "store-full", "State store full"),
     HistoryTrimmed: (410, "history-trimmed", "History no longer kept"),

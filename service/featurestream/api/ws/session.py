@@ -56,6 +56,7 @@ from featurestream.errors import (
     NumericallyUnstable,
     StoreUnavailable,
     StreamNotFound,
+    Unavailable,
 )
 
 log = logging.getLogger("featurestream.api.ws")
@@ -190,9 +191,10 @@ class Session:
             # A stored state that is not finite (see the engine's load).
             await self._send(error_text(exc))
             await self._close(WS_1008_POLICY_VIOLATION, "numerically unstable state")
-        except StoreUnavailable as exc:
+        except Unavailable as exc:
             await self._send(error_text(exc))
-            await self._close(WS_1013_TRY_AGAIN_LATER, "store unavailable")
+            what = "store" if isinstance(exc, StoreUnavailable) else "compute"
+            await self._close(WS_1013_TRY_AGAIN_LATER, f"{what} unavailable")
         except Exception:
             log.exception("WebSocket session on stream %r failed", self.stream_id)
             await self._close(WS_1011_INTERNAL_ERROR, "server error")
