@@ -301,6 +301,9 @@ def _writes(lines: list[str]) -> None:
         "* `503` `/problems/store-unavailable` means the outcome is unknown: the write",
         "  may have been applied. Retry it only with a `seq` (the same one): that is",
         "  always safe, the server applies it at most once.",
+        "* `503` `/problems/compute-unavailable`: the compute worker that applied the",
+        "  write stopped before answering; nothing was committed, and another worker",
+        "  takes its place. Retry it like any 503 (with the same `seq`).",
         "",
     ]
 

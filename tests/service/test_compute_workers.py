@@ -191,3 +191,38 @@ def test_the_compute_workers_end_with_a_killed_server(key_prefix: str) -> None:
     while any(_alive(w) for w in workers):
         assert time.monotonic() < deadline, "compute workers outlived their server"
         time.sleep(0.1)
+
+
+def test_a_worker_computes_from_the_state_it_holds_and_asks_for_any_other() -> None:
+    """The worker's side (``compute._serve``), called in this process."""
+    from featurestream import codec
+    from featurestream.engine import compute
+    from featurestream.engine.budget import Budget
+    from featurestream.engine.compute import Call
+    from featurestream.engine.work import InstancesWork
+    from featurestream.selectors import OFS, OFSParams
+
+    compute._bounds[:] = [1, 1 << 30]  # one stream held at most
+    compute._held.clear()
+    sel = OFS.start(OFSParams(num_features=1), ["a", "b"])
+    blob = codec.encode(sel.name, sel.params.to_dict(), sel.snapshot())
+    info = {"id": "s", "kind": "instances"}
+
+    def call(sid: str, token: str, nxt: str, state: bytes | None) -> Any:
+        budget = Budget(0.0, "instances", 1)
+        work = InstancesWork(
+            None, "p", budget, "2026-01-01T00:00:00Z", b"", np.ones((1, 2)), np.ones(1)
+        )
+        return compute._serve(Call(sid, info, "inc", 0, token, state, nxt, work))
+
+    assert call("s", "t0", "t1", None) is None  # holds nothing: asks for the state
+    (body, sealed), outcome = call("s", "t0", "t1", blob)
+    assert outcome is not None and sealed == b"" and b'"instances_seen":1' in body
+    # Holds the state the write made, under its token: no state needed.
+    assert call("s", "t1", "t2", None) is not None
+    # Asked for another state of the stream (its commit failed, say): asks again.
+    assert call("s", "t1", "t3", None) is None
+    # Another stream pushes the first out (one held at most).
+    assert call("u", "u0", "u1", blob) is not None
+    assert list(compute._held) == ["u"]
+    compute._held.clear()

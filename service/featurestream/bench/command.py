@@ -65,6 +65,11 @@ batch update, and checks that both end on the same weights and top m;
 plain numpy transcriptions of their rules (one dependency from scratch per
 step) and checks that both end on the same selection. Each takes --help.
 
+Compute workers (`featurestream bench compute`): 8 FSDS streams written at once
+with 2 compute workers against 1 (instances/s), and GET /selected p99 during
+those writes against idle, with and without workers; `featurestream bench
+compute --help` for its options.
+
 Tenants (`featurestream bench tenants`): create and list latency (p50, p99) in
 a tenant holding one stream while --others streams (10,000) of other tenants
 exist; `featurestream bench tenants --help` for its options.
@@ -234,6 +239,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from featurestream.bench import roughset_kernel
 
         return roughset_kernel.main(args_in[1:])
+    if args_in[:1] == ["compute"]:
+        from featurestream.bench import compute
+
+        return compute.main(args_in[1:])
     if args_in[:1] == ["tenants"]:
         from featurestream.bench import tenants
 

@@ -121,7 +121,12 @@ def spawn_server(
     # (it would compete with them), as they would on a server that has been up a while.
     env = {**os.environ, "FEATURESTREAM_KEY_PREFIX": prefix}
     # Settings read FEATURESTREAM_*: options given here must win over the caller's shell.
-    for var in ("FEATURESTREAM_STORE_URL", "FEATURESTREAM_WORKERS", "FEATURESTREAM_API_KEYS_FILE"):
+    for var in (
+        "FEATURESTREAM_STORE_URL",
+        "FEATURESTREAM_WORKERS",
+        "FEATURESTREAM_COMPUTE_WORKERS",
+        "FEATURESTREAM_API_KEYS_FILE",
+    ):
         env.pop(var, None)
     env.update(settings)
     if blas_threads is not None:
