@@ -37,6 +37,7 @@ from tests.faults.harness import (
     fixed_route,
     instance_workload,
     instances_http,
+    metric,
     npy,
     verify_run,
 )
@@ -53,12 +54,17 @@ PAUSE = 10.0
 def _started(
     processes: Processes, redis_server_factory: Callable[..., RedisServer], key_prefix: str
 ) -> tuple[RedisServer, ServerProcess]:
-    """A private Redis, and a server on it with a store_timeout of STORE_TIMEOUT."""
+    """A private Redis, and a server on it with a store_timeout of STORE_TIMEOUT, warm."""
     store = redis_server_factory()
     server = processes.server(
         store.url, key_prefix, env={"FEATURESTREAM_STORE_TIMEOUT": str(STORE_TIMEOUT)}
-    )
-    return store, server.start()
+    ).start()
+    # Warm first: the bounds are the store's, not those of loading the compiled kernels.
+    deadline = time.monotonic() + 60
+    while metric(server.url, "featurestream_kernels_warm") != 1:
+        assert time.monotonic() < deadline, "the kernels never warmed"
+        time.sleep(0.1)
+    return store, server
 
 
 def _probe_routes(server: ServerProcess) -> list[tuple[str, int | None, float]]:

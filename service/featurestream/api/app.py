@@ -6,8 +6,6 @@ import asyncio
 import gc
 import logging
 import signal
-import threading
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Any
@@ -36,7 +34,7 @@ from featurestream.api.routes import (
     streams,
 )
 from featurestream.config import Settings
-from featurestream.engine import StreamEngine, catalogue
+from featurestream.engine import StreamEngine
 from featurestream.engine.compute import open_compute
 from featurestream.logs import configure_logging
 from featurestream.store import StateStore, open_store
@@ -70,10 +68,10 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
         if settings.warm_kernels:
             metrics.kernels_warm = False
 
-            def warm() -> None:
-                metrics.kernels_warm = _warm_kernels()
+            def warmed(ok: bool) -> None:
+                metrics.kernels_warm = ok
 
-            threading.Thread(target=warm, name="featurestream-warm", daemon=True).start()
+            compute.warm(warmed)
         log.info("featurestream %s serving on store %s", __version__, settings.store_kind)
         try:
             yield
@@ -166,18 +164,6 @@ def _reload_keys_on_sighup(keys: KeyRing) -> None:
         # Not the main thread (tests), or a platform without SIGHUP: the file
         # watch (checked on requests) still rotates keys.
         log.debug("SIGHUP reload of API keys unavailable here")
-
-
-def _warm_kernels() -> bool:
-    """Load the compiled kernels (in a thread of their own); False when that failed."""
-    started = time.monotonic()
-    try:
-        catalogue.warm_kernels()
-    except Exception:  # a kernel that cannot load fails its first batch instead
-        log.exception("loading the compiled kernels failed")
-        return False
-    log.info("compiled kernels loaded in %.1f s", time.monotonic() - started)
-    return True
 
 
 def app_from_env() -> FastAPI:

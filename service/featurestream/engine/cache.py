@@ -45,8 +45,8 @@ class Live:
     # compute workers do (engine/compute.py): then ``blob`` holds the encoded state.
     selector: Selector[Any, Any] | None
     producers: dict[str, int] = field(default_factory=dict)
-    # Memory the state takes (its footprint decoded, or the blob's bytes): the stream's
-    # weight in the bytes bound.
+    # Memory the decoded state takes (footprint; decoded here or in its compute worker):
+    # the stream's weight in the bytes bound.
     size: int = 0
     from_cache: bool = False
     # The last commit this copy holds: the next commit's expected_commit.

@@ -32,13 +32,15 @@ import time
 import uuid
 import zlib
 from collections import OrderedDict
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import anyio.to_thread
 
+from featurestream.engine import catalogue
 from featurestream.engine.cache import Live, footprint
 from featurestream.engine.outcome import Outcome
 from featurestream.engine.work import Answer, Work, perform, resume_stored
@@ -67,6 +69,10 @@ class Compute(Protocol):
 
     def committed(self, live: Live, outcome: Outcome) -> None:
         """``live`` now holds the state ``outcome`` made (it was committed)."""
+
+    def warm(self, done: Callable[[bool], None]) -> None:
+        """Load the compiled kernels where selectors run, in the background; then
+        ``done(True)``, or ``done(False)`` when that failed."""
 
     def close(self) -> None: ...
 
@@ -101,6 +107,12 @@ class Threads:
 
     def committed(self, live: Live, outcome: Outcome) -> None:
         live.size = outcome.footprint
+
+    def warm(self, done: Callable[[bool], None]) -> None:
+        def run() -> None:
+            done(warm_kernels())
+
+        threading.Thread(target=run, name="featurestream-warm", daemon=True).start()
 
     def close(self) -> None:
         return None
@@ -137,9 +149,25 @@ class Workers:
         self._bounds = (cache_streams, cache_bytes)
         self._pools: list[ProcessPoolExecutor | None] = [None] * count
         self.states_sent = 0  # states sent to a worker that did not hold them
+        self._warm = False
         # Started now, not at the first write: importing the selectors takes a while.
         for i in range(count):
             self._pool(i).submit(_ready)
+
+    def warm(self, done: Callable[[bool], None]) -> None:
+        self._warm = True
+        pending = [self._pool(i).submit(warm_kernels) for i in range(self.count)]
+        left = [len(pending)]
+        lock = threading.Lock()
+
+        def one(future: Future[bool]) -> None:
+            with lock:
+                left[0] -= 1
+                if left[0] == 0:
+                    done(all(not f.exception() and f.result() for f in pending))
+
+        for future in pending:
+            future.add_done_callback(one)
 
     def _pool(self, i: int) -> ProcessPoolExecutor:
         pool = self._pools[i]
@@ -170,26 +198,29 @@ class Workers:
             # The worker does not hold this state: send it.
             self.states_sent += 1
             reply = await self._run(i, replace(call, blob=live.blob))
-        assert reply is not None
+        assert isinstance(reply, tuple)
         answer, outcome = reply
         live.next_token = call.next_token
         return answer, outcome
 
     async def load(self, stream_id: str, live: Live, blob: bytes) -> None:
         # Decoded (and checked) by its worker now, which keeps it for the next write.
-        self.hold(live, blob)
+        live.selector, live.blob, live.token = None, blob, uuid.uuid4().hex
         self.states_sent += 1
-        await self._run(self.worker_of(stream_id), _Load(stream_id, live.token, blob))
+        size = await self._run(self.worker_of(stream_id), _Load(stream_id, live.token, blob))
+        assert isinstance(size, int)
+        live.size = size
 
     def hold(self, live: Live, blob: bytes) -> None:
-        live.selector = None
-        live.blob, live.size, live.token = blob, len(blob), uuid.uuid4().hex
+        # A stream's weight in either cache is what its state takes decoded (footprint).
+        assert live.selector is not None
+        live.size = footprint(live.selector.snapshot())
+        live.selector, live.blob, live.token = None, blob, uuid.uuid4().hex
 
     def committed(self, live: Live, outcome: Outcome) -> None:
-        live.token, live.blob = live.next_token, outcome.blob
-        live.size = len(outcome.blob)
+        live.token, live.blob, live.size = live.next_token, outcome.blob, outcome.footprint
 
-    async def _run(self, i: int, call: Call | _Load) -> tuple[Answer, Outcome | None] | None:
+    async def _run(self, i: int, call: Call | _Load) -> tuple[Answer, Outcome | None] | int | None:
         pool = self._pool(i)
         try:
             return await asyncio.wrap_future(pool.submit(_serve, call))
@@ -198,7 +229,7 @@ class Workers:
                 log.error("compute worker %d died; starting another", i)
                 self._pools[i] = None
                 pool.shutdown(wait=False, cancel_futures=True)
-                self._pool(i).submit(_ready)
+                self._pool(i).submit(warm_kernels if self._warm else _ready)
             raise ComputeUnavailable(
                 f"The compute worker of stream {call.stream_id!r} stopped while it applied "
                 "this write; nothing was committed. Send the write again (with the same "
@@ -235,14 +266,28 @@ def _ready() -> None:
     return None
 
 
-def _serve(call: Call | _Load) -> tuple[Answer, Outcome | None] | None:
+def warm_kernels() -> bool:
+    """Load the compiled kernels (OFS) in this process; False when that failed (a kernel
+    that cannot load fails its first batch instead)."""
+    started = time.monotonic()
+    try:
+        catalogue.warm_kernels()
+    except Exception:
+        log.exception("loading the compiled kernels failed")
+        return False
+    log.info("compiled kernels loaded in %.1f s", time.monotonic() - started)
+    return True
+
+
+def _serve(call: Call | _Load) -> tuple[Answer, Outcome | None] | int | None:
     """Do a call's work on the selector this worker holds; None when it holds another
-    state of the stream and the call did not bring it."""
+    state of the stream and the call did not bring it. A load answers the footprint of
+    the state it decoded."""
     if isinstance(call, _Load):
         _held.pop(call.stream_id, None)
         selector, size = resume_stored(call.stream_id, call.blob)
         _keep(call.stream_id, call.token, selector, size)
-        return None
+        return size
     held = _held.pop(call.stream_id, None)
     if held is not None and held[0] == call.token:
         _, selector, size = held
