@@ -58,6 +58,7 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
         compute = open_compute(
             settings.compute_workers, settings.cache_streams, settings.cache_bytes
         )
+        await compute.start()
         app.state.engine = StreamEngine(st, settings, compute=compute)
         app.state.ws_sessions = ws.Sessions()
         metrics.engine = app.state.engine

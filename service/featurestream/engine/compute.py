@@ -70,6 +70,9 @@ class Compute(Protocol):
     def committed(self, live: Live, outcome: Outcome) -> None:
         """``live`` now holds the state ``outcome`` made (it was committed)."""
 
+    async def start(self) -> None:
+        """Return once selector work can start (the workers have loaded the selectors)."""
+
     def warm(self, done: Callable[[bool], None]) -> None:
         """Load the compiled kernels where selectors run, in the background; then
         ``done(True)``, or ``done(False)`` when that failed."""
@@ -107,6 +110,9 @@ class Threads:
 
     def committed(self, live: Live, outcome: Outcome) -> None:
         live.size = outcome.footprint
+
+    async def start(self) -> None:
+        return None
 
     def warm(self, done: Callable[[bool], None]) -> None:
         def run() -> None:
@@ -151,8 +157,12 @@ class Workers:
         self.states_sent = 0  # states sent to a worker that did not hold them
         self._warm = False
         # Started now, not at the first write: importing the selectors takes a while.
-        for i in range(count):
-            self._pool(i).submit(_ready)
+        self._starting = [self._pool(i).submit(_ready) for i in range(count)]
+
+    async def start(self) -> None:
+        # The app answers nothing before this returns: its first writes do not wait for
+        # an interpreter to start and import the selectors.
+        await asyncio.gather(*(asyncio.wrap_future(f) for f in self._starting))
 
     def warm(self, done: Callable[[bool], None]) -> None:
         self._warm = True
