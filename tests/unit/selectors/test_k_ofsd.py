@@ -99,6 +99,27 @@ def test_replace_all_and_not_significant_by_hand() -> None:
     assert sel.status()["dep_last"] == 1.0
 
 
+def test_a_feature_that_raises_the_dependency_joins_and_stays() -> None:
+    # K = 1, y = [0, 0, 0, 0, 0, 1, 1, 1]. a alone: 6 of 8 nearest neighbours share
+    # the class, g = 0.75; c alone as well, 0.75 <= dep_last = 0.75, so c does not
+    # replace a; together they depend 0.875 > 0.75: c joins, dep_last = 0.875.
+    y = [0, 0, 0, 0, 0, 1, 1, 1]
+    a = np.array([4.0, 5, 5, 0, 3, 0, 2, 0])
+    c = np.array([1.0, 3, 5, 1, 2, 3, 4, 4])
+    card = ref.k_nearest(1, 0)
+    assert ref.gamma([a], y, card) == ref.gamma([c], y, card) == 0.75
+    assert ref.gamma([a, c], y, card) == 0.875
+    sel = start(y, k=1)
+    d = sel.learn_features(["a", "c"], np.array([a, c]))
+    assert [(x.accepted, x.reason, x.evicted) for x in d] == [(True, None, ()), (True, None, ())]
+    assert sel.selected() == ("a", "c") and sel.state.dep_last == 0.875
+    # a reversed alone depends 0.875 too: not above dep_last, so it replaces nothing;
+    # with a and c it does not raise 0.875: not significant, and S stays.
+    e = sel.learn_feature("e", a[::-1].copy())
+    assert (e.accepted, e.reason, e.score) == (False, Reason.NOT_SIGNIFICANT, 0.875)
+    assert sel.selected() == ("a", "c")
+
+
 def test_empty_selection_falls_back_to_the_largest_single_dependencies() -> None:
     # Nothing exceeds 0.5: p = 5 arrivals (one constant), round(sqrt(5)) = 2 features
     # of largest single dependency; the two tied at the top keep arrival order.
@@ -147,12 +168,17 @@ def test_decisions_follow_the_written_out_rules(seed: int, k: int) -> None:
 
 def test_every_rule_is_exercised_by_the_reference_data() -> None:
     reasons: set[Any] = set()
+    largest = 0
     for seed in range(6):
         for k in (1, 2, 5):
             X, y = data(seed)
-            for _, accepted, reason, evicted in run(X, y, k)[0]:
+            decisions, selected, _ = run(X, y, k)
+            largest = max(largest, len(selected))
+            for _, accepted, reason, evicted in decisions:
                 reasons.add("replace" if evicted else "accept" if accepted else reason)
     assert {"replace", "accept", Reason.IRRELEVANT, Reason.NOT_SIGNIFICANT} <= reasons
+    # Only the add-and-keep rule makes S hold more than one feature.
+    assert largest >= 2
 
 
 # ------------------------------------------------------------------ invariances
