@@ -85,7 +85,7 @@ def test_grafting_and_ofs_refuse_multiclass_streams_naming_the_ones_that_accept_
         r = h.post("/v1/streams", json={"algorithm": "grafting", "target": labels(["a", "b", "c"])})
         assert r.status_code == 422, r.text
         assert (
-            "alpha_investing, fast_osfs, fires, group_saola, ofs_a3m, ofs_density, osfs, "
+            "alpha_investing, fast_osfs, fires, group_saola, kbest, ofs_a3m, ofs_density, osfs, "
             "ossfs_dd, saola" in r.json()["detail"]
         )
         r = h.post(

@@ -136,5 +136,5 @@ def test_catalogue_says_which_algorithms_are_supervised(client: TestClient) -> N
         expected = True if issubclass(cls, FeatureSelector) else cls.supervised
         assert listed[name]["supervised"] is expected, name
     flags = {name: a["supervised"] for name, a in listed.items() if a["kind"] == "instances"}
-    assert flags == {"ofs": True, "fires": True, "fsds": False, "nrfs": False}
+    assert flags == {"ofs": True, "fires": True, "kbest": True, "fsds": False, "nrfs": False}
     assert all(a["supervised"] for a in listed.values() if a["kind"] == "features")

@@ -70,6 +70,10 @@ with 2 compute workers against 1 (instances/s), and GET /selected p99 during
 those writes against idle, with and without workers; `featurestream bench
 compute --help` for its options.
 
+`featurestream bench kbest` gives k-best's feature-updates per second
+(instances per second x d) in process and through `stream_instances`,
+min/median/max of --repeat runs.
+
 Tenants (`featurestream bench tenants`): create and list latency (p50, p99) in
 a tenant holding one stream while --others streams (10,000) of other tenants
 exist; `featurestream bench tenants --help` for its options.
@@ -243,6 +247,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from featurestream.bench import compute
 
         return compute.main(args_in[1:])
+    if args_in[:1] == ["kbest"]:
+        from featurestream.bench import kbest_rate
+
+        return kbest_rate.main(args_in[1:])
     if args_in[:1] == ["tenants"]:
         from featurestream.bench import tenants
 

@@ -168,6 +168,8 @@ def default_params(algorithm: str, data: FeatureData | InstanceData) -> dict[str
     """
     if algorithm == "fsds":
         return {"num_features": 2 * len(data.relevant), "sketch_size": FSDS_SKETCH, "k": FSDS_K}
+    if algorithm == "kbest":
+        return {"num_features": 2 * len(data.relevant)}
     if algorithm in ("ofs", "fires"):
         sparse = isinstance(data, InstanceData) and data.spec.sparse
         return {"num_features": 2 * len(data.relevant), "scale": "none" if sparse else "standard"}

@@ -16,6 +16,7 @@ from featurestream.selectors.fsds import FSDS, FSDSParams
 from featurestream.selectors.grafting import Grafting, GraftingParams
 from featurestream.selectors.group_saola import GroupSAOLA, GroupSAOLAParams
 from featurestream.selectors.k_ofsd import KOFSD, KOFSDParams
+from featurestream.selectors.kbest import KBest, KBestParams
 from featurestream.selectors.nrfs import NRFS, NRFSParams
 from featurestream.selectors.ofs import OFS, OFSParams
 from featurestream.selectors.ofs_a3m import OFSA3M, OFSA3MParams
@@ -42,6 +43,7 @@ REGISTRY: dict[str, type[Selector]] = {  # type: ignore[type-arg]
         KOFSD,
         OFSA3M,
         OFSDensity,
+        KBest,
     )
 }
 
@@ -72,6 +74,8 @@ __all__ = [
     "InstanceSelector",
     "InstanceUpdate",
     "KOFSDParams",
+    "KBest",
+    "KBestParams",
     "NRFSParams",
     "OFSA3MParams",
     "OFSDensity",

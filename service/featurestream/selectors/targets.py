@@ -349,24 +349,9 @@ def instance_labels_typed(
         )
     a = _numeric(y)
     labels: Sequence[Label] = _labels(y, "y")[0] if a is None else ()
-    merged = set(classes) | set(batch.classes)
-    if len({isinstance(c, str) for c in merged}) > 1:
-        raise InvalidInput(
-            "Labels must be all numbers or all strings, like the stream's earlier labels "
-            f"({', '.join(repr(c) for c in classes[:5])}).",
-            field="y",
-        )
-    new_classes = tuple(sorted(merged))
-    if resolved == "binary" and len(new_classes) > 2:
-        raise InvalidInput(
-            f"This stream's target is binary; labels {', '.join(map(repr, new_classes[:5]))} "
-            'make more than 2 classes (create the stream with target_type "multiclass").',
-            field="y",
-        )
+    new_classes = merged_classes(classes, batch.classes, resolved)
     if resolved == "multiclass" and not accepts_multiclass and len(new_classes) > 2:
         refuse_multiclass(algorithm, len(new_classes), field="y")
-    if len(new_classes) > MAX_CLASSES:
-        raise InvalidInput(f"A stream has at most {MAX_CLASSES} classes.", field="y")
     if first is None:
         first = labels[0] if a is None else _plain(a[0])
     if resolved == "multiclass" and accepts_multiclass and len(new_classes) >= 3:
@@ -385,6 +370,33 @@ def instance_labels_typed(
             pm = np.array([sign_code(v, new_classes) for v in labels])
         return Labels(pm, False, resolved, new_classes, first)
     return Labels(signs(labels if a is None else a, first), False, resolved, new_classes, first)
+
+
+def merged_classes(
+    classes: tuple[Label, ...], batch: tuple[Label, ...], resolved: str
+) -> tuple[Label, ...]:
+    """An instance stream's classes after a batch: those seen so far and the batch's, sorted.
+
+    Refuses (InvalidInput) numbers after strings or the other way round, a third
+    class of a binary target, and more than MAX_CLASSES classes.
+    """
+    merged = set(classes) | set(batch)
+    if len({isinstance(c, str) for c in merged}) > 1:
+        raise InvalidInput(
+            "Labels must be all numbers or all strings, like the stream's earlier labels "
+            f"({', '.join(repr(c) for c in classes[:5])}).",
+            field="y",
+        )
+    new_classes = tuple(sorted(merged))
+    if resolved == "binary" and len(new_classes) > 2:
+        raise InvalidInput(
+            f"This stream's target is binary; labels {', '.join(map(repr, new_classes[:5]))} "
+            'make more than 2 classes (create the stream with target_type "multiclass").',
+            field="y",
+        )
+    if len(new_classes) > MAX_CLASSES:
+        raise InvalidInput(f"A stream has at most {MAX_CLASSES} classes.", field="y")
+    return new_classes
 
 
 def signs(labels: Sequence[Label] | FloatArray, first: Label) -> FloatArray:
@@ -561,6 +573,7 @@ __all__ = [
     "indicators",
     "instance_labels_typed",
     "label_list",
+    "merged_classes",
     "multiclass_algorithms",
     "refuse_continuous",
     "refuse_multiclass",
