@@ -208,7 +208,10 @@ def test_grafting_refuses_a_multiclass_target_naming_the_algorithms_that_accept_
     t = resolve_target(WINE_Y.astype(int))
     with pytest.raises(InvalidInput, match="saola") as exc:
         cls.start(cls.params_type(), t.y, t.n_classes)
-    accepting = "alpha_investing, fast_osfs, fires, group_saola, kbest, ofs_a3m, ofs_density, osfs, ossfs_dd"
+    accepting = (
+        "alpha_investing, fast_osfs, fires, group_saola, kbest, ofs_a3m, ofs_density, osfs, "
+        "ossfs_dd"
+    )
     assert f"{accepting}, saola" in str(exc.value)
     assert "grafting" not in str(exc.value).split("accept multi-class targets:")[1]
 
