@@ -29,8 +29,25 @@ class Table:
         self.target = target
 
 
-def _read_csv_cells(path: Path, delimiter: str) -> tuple[list[str], list[list[str]]]:
-    with path.open(newline="", encoding="utf-8-sig") as fh:
+def _read_csv_cells(path: Path, delimiter: str, encoding: str) -> tuple[list[str], list[list[str]]]:
+    try:
+        return _cells(path, delimiter, encoding)
+    except UnicodeDecodeError as exc:
+        raise CliError(
+            f"{path}: byte 0x{exc.object[exc.start]:02x} at offset {exc.start} is not "
+            f"{exc.encoding} text; give the file's encoding with --encoding (e.g. latin-1)."
+        ) from None
+    except LookupError:
+        raise CliError(f"--encoding {encoding!r} is not an encoding Python knows.") from None
+    except csv.Error as exc:
+        # A cell longer than the csv module takes, a quote left open...: no number anyway.
+        raise CliError(f"{path}: not a readable .csv file ({exc}).") from None
+
+
+def _cells(path: Path, delimiter: str, encoding: str) -> tuple[list[str], list[list[str]]]:
+    # "utf-8" reads a byte-order mark as part of the first name: it is skipped.
+    codec = "utf-8-sig" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding
+    with path.open(newline="", encoding=codec) as fh:
         reader = csv.reader(fh, delimiter=delimiter)
         header = next(reader, None)
         if not header or not any(cell.strip() for cell in header):
@@ -55,8 +72,10 @@ def _read_csv_cells(path: Path, delimiter: str) -> tuple[list[str], list[list[st
     return names, rows
 
 
-def _load_csv(path: Path, delimiter: str, drop: Sequence[str], target: str | None) -> Table:
-    names, rows = _read_csv_cells(path, delimiter)
+def _load_csv(
+    path: Path, delimiter: str, drop: Sequence[str], target: str | None, encoding: str
+) -> Table:
+    names, rows = _read_csv_cells(path, delimiter, encoding)
     _check_unique(path, names)
     gone = set(_column_index(names, d, "--drop") for d in drop)
     t_index = None if target is None else _column_index(names, target, "--target")
@@ -184,11 +203,13 @@ def load_table(
     target: str | None = None,
     drop: Sequence[str] = (),
     delimiter: str = ",",
+    encoding: str = "utf-8",
 ) -> Table:
     """Read a .csv, .npy or .parquet file: its feature columns and its target column.
 
     ``drop`` leaves columns out (ids...); the target column of a .csv file may
-    hold class labels that are not numbers (kept as strings).
+    hold class labels that are not numbers (kept as strings). ``encoding`` is
+    that of a .csv file's text.
     """
     path = Path(path_text)
     if not path.is_file():
@@ -200,7 +221,7 @@ def load_table(
             sep = "\t"
         if len(sep) != 1:
             raise CliError(f"--delimiter must be one character; got {delimiter!r}.")
-        return _load_csv(path, sep, drop, target)
+        return _load_csv(path, sep, drop, target, encoding)
     loaders: dict[str, Callable[[Path], tuple[list[str], Matrix]]] = {
         ".npy": _load_npy,
         ".parquet": _load_parquet,

@@ -191,7 +191,11 @@ def _replay(args: argparse.Namespace) -> int:
         raise CliError("--append needs --stream-id ID (the stream to add to).")
     # The file first: a bad file is refused before the server is asked anything.
     table = load_table(
-        args.data, target=args.target, drop=args.drop or (), delimiter=args.delimiter
+        args.data,
+        target=args.target,
+        drop=args.drop or (),
+        delimiter=args.delimiter,
+        encoding=args.encoding,
     )
     with _client(args) as client:
         stream: Stream
@@ -336,7 +340,11 @@ def _create(args: argparse.Namespace) -> int:
         target = names = None
         if args.data is not None:
             table = load_table(
-                args.data, target=args.target, drop=args.drop or (), delimiter=args.delimiter
+                args.data,
+                target=args.target,
+                drop=args.drop or (),
+                delimiter=args.delimiter,
+                encoding=args.encoding,
             )
             target, names = table.target, table.names
         if args.feature_names is not None:
@@ -566,6 +574,11 @@ def _add_file_options(p: argparse.ArgumentParser) -> None:
         "--delimiter",
         default=",",
         help="The .csv cell separator (default ','; '\\t' for tabs).",
+    )
+    p.add_argument(
+        "--encoding",
+        default="utf-8",
+        help="The .csv file's text encoding (default utf-8; e.g. latin-1, cp1252).",
     )
 
 

@@ -148,3 +148,26 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
         main(["replay"])
     assert exc.value.code == 2
     assert "--algorithm" in capsys.readouterr().err
+
+
+def test_text_the_csv_module_cannot_read_is_one_line(
+    tmp_path: Path, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not UTF-8, a cell beyond the csv module's limit, an unknown encoding: one line each,
+    nothing created; the right --encoding reads the same file."""
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("a,b,caf\xe9\n1,2,3\n4,5,6\n2,1,0\n".encode("latin-1"))
+    huge = tmp_path / "huge.csv"
+    huge.write_text("a,y\n1," + "9" * 2_000_000 + "\n")
+    argv = ["--algorithm", "saola", "--url", url]
+    with Client(url) as c:
+        before = len(c.streams())
+        line = run_failing(["replay", str(latin), "--target", "b", *argv], capsys)
+        assert "byte 0xe9 at offset 7 is not utf-8 text" in line and "--encoding" in line
+        line = run_failing(["replay", str(huge), "--target", "y", *argv], capsys)
+        assert "not a readable .csv file (field larger than field limit" in line
+        line = run_failing(["replay", str(latin), "--encoding", "nope", *argv], capsys)
+        assert line.endswith("--encoding 'nope' is not an encoding Python knows.")
+        assert len(c.streams()) == before
+        assert main(["replay", str(latin), "--target", "b", "--encoding", "latin-1", *argv]) == 0
+        assert len(c.streams()) == before + 1
