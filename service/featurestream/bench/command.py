@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from featurestream.bench import classic, scaling
-from featurestream.bench.server import spawn_server
+from featurestream.bench.server import server_env, spawn_server
 from featurestream.bench.suite import (
     DATASETS,
     DEFAULT_REDIS,
@@ -217,6 +217,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="instances mode: dtype of the .npy frames (float32 data is float32-exact)",
     )
     p.add_argument(
+        "--compute-workers",
+        type=int,
+        default=None,
+        help="compute workers of the spawned server (default: its own, the number of cores)",
+    )
+    p.add_argument(
         "--server-blas-threads",
         type=int,
         default=None,
@@ -319,7 +325,8 @@ def _main_latency(args: argparse.Namespace) -> int:
         results = runs(args.url, "given server")
     else:
         threads = args.server_blas_threads if args.server_blas_threads is not None else 1
-        with spawn_server(store, blas_threads=threads if threads > 0 else None) as server:
+        blas = threads if threads > 0 else None
+        with spawn_server(store, blas_threads=blas, env=server_env(args)) as server:
             results = runs(server.url, store)
     print(latency.report_runs(results, args.json is not None))
     return 0

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 BLAS_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -92,6 +93,12 @@ def check_store(store: str, timeout: float = 2.0) -> None:
             "6379:6379 redis:7`), give another with --store redis://HOST:PORT/0, or run "
             "on the embedded store with --store memory://."
         ) from None
+
+
+def server_env(args: Any) -> dict[str, str]:
+    """The settings a benchmark's options give its spawned server (``--compute-workers``)."""
+    workers = getattr(args, "compute_workers", None)
+    return {} if workers is None else {"FEATURESTREAM_COMPUTE_WORKERS": str(workers)}
 
 
 @contextmanager

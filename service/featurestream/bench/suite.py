@@ -40,7 +40,7 @@ from featurestream.bench.runs import (
     run_result,
     window_for,
 )
-from featurestream.bench.server import SpawnedServer, check_store, spawn_server
+from featurestream.bench.server import SpawnedServer, check_store, server_env, spawn_server
 from featurestream.selectors import REGISTRY
 from featurestream.selectors.base import FeatureSelector, InstanceSelector
 
@@ -131,7 +131,9 @@ def _server(
     else:
         threads = args.server_blas_threads if args.server_blas_threads is not None else 1
         with spawn_server(
-            args.store or DEFAULT_REDIS, blas_threads=threads if threads > 0 else None
+            args.store or DEFAULT_REDIS,
+            blas_threads=threads if threads > 0 else None,
+            env=server_env(args),
         ) as server:
             yield server.url, server
 
