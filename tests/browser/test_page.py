@@ -405,3 +405,37 @@ def test_an_instance_stream_shows_weights_by_magnitude_and_prequential_accuracy(
         ),
     )
     assert "over 300 instances" in browser.find_element(By.ID, "evaluation").text
+
+
+def test_a_selection_of_150000_features_draws_its_largest_bars_and_counts_the_rest(
+    server: ServeProcess, browser: WebDriver
+) -> None:
+    url = server.url
+    d = 150_000
+    body = {
+        "id": "wide",
+        "algorithm": "fires",
+        "params": {"num_features": d},
+        "feature_names": names(d),
+    }
+    assert httpx.post(url + "/v1/streams", json=body, timeout=60).status_code == 201
+    X = np.random.default_rng(3).normal(size=(2, d))
+    batch = {"X": X.tolist(), "y": [0, 1]}
+    r = httpx.post(url + "/v1/streams/wide/instances", json=batch, timeout=120)
+    assert r.status_code == 200, r.text[:300]
+    features = selected(url, "wide")["features"]
+    assert len(features) == d
+    largest = sorted(range(d), key=lambda i: (-abs(features[i]["score"]), i))[:200]
+    expected = {features[i]["name"] for i in largest}
+
+    browser.get(url + "/ui/#stream=wide")
+    wait(
+        browser,
+        "the largest bars",
+        lambda d_: shown_names(d_, "#selection-chart g.feature") == expected,
+        timeout=60,
+    )
+    note = browser.find_element(By.ID, "selection-note").text
+    assert note == f"Showing the 200 largest of {d}; {d - 200} more not drawn.", note
+    assert browser.find_element(By.ID, "selection-version").text.endswith(f"{d} selected")
+    assert not browser.find_elements(By.CSS_SELECTOR, "#selection .error")

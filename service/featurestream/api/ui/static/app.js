@@ -10,6 +10,7 @@ const EVENTS_REFRESH_MS = 5000;
 const FEED_MAX = 200;
 const TIMELINE_MAX_COLUMNS = 120;
 const TIMELINE_MAX_ROWS = 80;
+const SELECTION_MAX_ROWS = 200;
 const HISTORY_MAX_PAGES = 50;
 
 // The API lives next to /ui/ (relative URLs keep a path prefix of a reverse proxy).
@@ -279,9 +280,17 @@ function renderSelection(cur, version, features) {
   }
   const kind = scoreKind(cur);
   const value = (f) => (f.score === null || f.score === undefined ? null : kind && kind.magnitude ? Math.abs(f.score) : f.score);
-  const max = Math.max(1e-12, ...features.map((f) => Math.abs(value(f) ?? 0)));
+  const all = features;
+  if (all.length > SELECTION_MAX_ROWS) {
+    // The largest bars only (ties in selection order), with a count of the rest.
+    const order = all.map((f, i) => [Math.abs(value(f) ?? 0), i]);
+    order.sort((a, b) => b[0] - a[0] || a[1] - b[1]);
+    features = order.slice(0, SELECTION_MAX_ROWS).map(([, i]) => all[i]);
+  }
+  // Folded, not spread: a spread of 150,000 arguments overflows the call stack.
+  const max = features.reduce((m, f) => Math.max(m, Math.abs(value(f) ?? 0)), 1e-12);
   const rowH = 20;
-  const longest = Math.max(...features.map((f) => Math.min(28, f.name.length)));
+  const longest = features.reduce((m, f) => Math.max(m, Math.min(28, f.name.length)), 0);
   const labelW = Math.max(60, Math.round(longest * 6.6) + 10);
   const barW = 240;
   const chart = svg("svg", {
@@ -304,7 +313,9 @@ function renderSelection(cur, version, features) {
     row.append(svg("text", { x: labelW + w + 4, y: y + 14, class: "axis" }, fmt(f.score)));
     chart.append(row);
   });
-  box.replaceChildren(chart);
+  const rest = all.length - features.length;
+  const note = el("p", { class: "muted", id: "selection-note", text: `Showing the ${features.length} largest of ${all.length}; ${rest} more not drawn.` });
+  box.replaceChildren(...(rest > 0 ? [note, chart] : [chart]));
 }
 
 const STATUS_SHOWN_ELSEWHERE = new Set(["id", "algorithm", "kind", "warnings"]);
@@ -404,7 +415,7 @@ function renderTimeline(cur) {
     `Each column is a version where the selection changed; a filled cell: the feature was selected.` +
     (notes.length ? ` Showing ${notes.join(" and ")}.` : "");
 
-  const longest = Math.max(...rows.map((n) => Math.min(28, n.length)));
+  const longest = rows.reduce((m, n) => Math.max(m, Math.min(28, n.length)), 0);
   const labelW = Math.max(60, Math.round(longest * 6.6) + 10);
   const cell = 16;
   // Columns as wide as the card allows, 16 to 40 px.
