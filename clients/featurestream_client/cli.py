@@ -25,6 +25,7 @@ from featurestream_client._files import CliError, Matrix, load_table, split_targ
 from featurestream_client.client import Client, Stream
 from featurestream_client.errors import (
     ConnectionFailed,
+    EvaluationUnavailable,
     FeatureStreamError,
     StreamNotFound,
     type_suffix,
@@ -285,9 +286,13 @@ def _replay(args: argparse.Namespace) -> int:
         progress.close()
         selection = stream.selected()
         status = stream.status() if not features else {}
-    # Supervised instance streams predict each row before learning it (test-then-train).
-    mistakes = status.get("mistakes")
-    seen = status.get("instances_seen")
+        # Supervised instance streams predict each row before learning it
+        # (test-then-train); a selector without a mistake counter (FIRES) reports its
+        # prequential evaluation.
+        mistakes = status.get("mistakes")
+        seen = status.get("instances_seen")
+        needs = mistakes is None and not features and y is not None
+        accuracy = _prequential(stream) if needs else None
     if args.json:
         _print_json(
             {
@@ -299,6 +304,7 @@ def _replay(args: argparse.Namespace) -> int:
                 "higher_is_better": algorithm.higher_is_better,
                 "selected": _selection_json(selection),
                 **({} if mistakes is None else {"mistakes": mistakes, "instances_seen": seen}),
+                **({} if accuracy is None else {"prequential_accuracy": accuracy[0]}),
             }
         )
     else:
@@ -313,8 +319,24 @@ def _replay(args: argparse.Namespace) -> int:
                 f"prequential mistakes (each row predicted before it is learnt): {mistakes} of "
                 f"{seen} rows ({100 * mistakes / seen:.1f}%)"
             )
+        if accuracy is not None:
+            print(
+                "prequential accuracy (each row predicted before it is learnt): "
+                f"{accuracy[0]:.4f} over {accuracy[1]} rows"
+            )
         print(_selection_table(selection, algorithm, params))
     return 0
+
+
+def _prequential(stream: Stream) -> tuple[float, int] | None:
+    """The stream's prequential accuracy and the rows it covers; None where it has none."""
+    try:
+        ev = stream.evaluation()
+    except EvaluationUnavailable:
+        return None
+    if ev.kind != "prequential" or ev.score is None:
+        return None
+    return ev.score, int(ev.raw.get("instances", 0))
 
 
 def _aligned_rows(stream: Stream, names: list[str], matrix: Matrix) -> Matrix:

@@ -319,3 +319,29 @@ def test_events_follow_prints_new_events_once_and_ctrl_c_exits_cleanly(url: str)
     # The first batch, then the late one: every event once, in order.
     assert ids == ["1-0", "1-1", "1-2", "2-0", "2-1", "2-2"], lines
     assert "2 features" in lines[1]
+
+
+def test_replay_into_fires_reports_its_prequential_accuracy(
+    tmp_path: Path, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """FIRES keeps no mistake counter: the line comes from its prequential evaluation.
+
+    FIRES predicts a batch with the model before it: batches of 20 rows."""
+    data = str(wdbc_file(tmp_path / "bc.csv", labels=("B", "M")))
+    args = ["--target", "diagnosis", "--drop", "patient_id", "--url", url, "--chunk", "20"]
+    args += ["--params", '{"num_features": 10}']
+    code, out, err = run(capsys, "replay", data, "--algorithm", "fires", *args)
+    assert code == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("prequential accuracy"))
+    stream_id = out.split()[1]
+    with Client(url) as c:
+        live = c.stream(stream_id).evaluation()
+    assert live.kind == "prequential" and live.score is not None
+    assert line == (
+        "prequential accuracy (each row predicted before it is learnt): "
+        f"{live.score:.4f} over {live.raw['instances']} rows"
+    )
+    assert live.raw["instances"] == 569 and live.score >= 0.8
+    code, out, err = run(capsys, "replay", data, "--algorithm", "fires", "--json", *args)
+    assert code == 0, err
+    assert json.loads(out)["prequential_accuracy"] == pytest.approx(live.score)
