@@ -56,7 +56,10 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
         st = store if store is not None else open_store(settings)
         await st.open()
         compute = open_compute(
-            settings.compute_workers, settings.cache_streams, settings.cache_bytes
+            settings.compute_workers,
+            settings.cache_streams,
+            settings.cache_bytes,
+            log_level=settings.log_level,
         )
         await compute.start()
         app.state.engine = StreamEngine(st, settings, compute=compute)

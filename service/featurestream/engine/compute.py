@@ -85,12 +85,15 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def open_compute(workers: int | None, cache_streams: int, cache_bytes: int) -> Compute:
-    """The compute of ``compute_workers``: None is the number of cores, 0 threads."""
+def open_compute(
+    workers: int | None, cache_streams: int, cache_bytes: int, log_level: str | None = None
+) -> Compute:
+    """The compute of ``compute_workers``: None is the number of cores, 0 threads.
+    ``log_level``: the workers log as the server does (JSON lines) at that level."""
     count = cores() if workers is None else workers
     if count <= 0:
         return Threads()
-    return Workers(count, cache_streams, cache_bytes)
+    return Workers(count, cache_streams, cache_bytes, log_level)
 
 
 class Threads:
@@ -150,9 +153,12 @@ class _Load:
 class Workers:
     """A pool of compute worker processes, one stream always on the same one."""
 
-    def __init__(self, count: int, cache_streams: int, cache_bytes: int) -> None:
+    def __init__(
+        self, count: int, cache_streams: int, cache_bytes: int, log_level: str | None = None
+    ) -> None:
         self.count = count
         self._bounds = (cache_streams, cache_bytes)
+        self._log_level = log_level
         self._pools: list[ProcessPoolExecutor | None] = [None] * count
         self.states_sent = 0  # states sent to a worker that did not hold them
         self._warm = False
@@ -187,7 +193,7 @@ class Workers:
                 # A fresh interpreter: the serving process's threads and sockets stay there.
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_start,
-                initargs=(*self._bounds, os.getpid()),
+                initargs=(*self._bounds, os.getpid(), self._log_level),
             )
         return pool
 
@@ -249,7 +255,7 @@ class Workers:
     def close(self) -> None:
         for i, pool in enumerate(self._pools):
             if pool is not None:
-                pool.shutdown(wait=False, cancel_futures=True)
+                pool.shutdown(wait=True, cancel_futures=True)
                 self._pools[i] = None
 
 
@@ -259,7 +265,11 @@ _held: OrderedDict[str, tuple[str, Selector[Any, Any], int]] = OrderedDict()
 _bounds = [0, 0]
 
 
-def _start(cache_streams: int, cache_bytes: int, parent: int) -> None:
+def _start(cache_streams: int, cache_bytes: int, parent: int, log_level: str | None) -> None:
+    if log_level is not None:
+        from featurestream.logs import configure_logging
+
+        configure_logging(log_level)
     _bounds[:] = [cache_streams, cache_bytes]
     # A worker outlives no serving process, however that one ended (SIGKILL included).
     threading.Thread(target=_orphaned, args=(parent,), name="parent-watch", daemon=True).start()
