@@ -27,7 +27,7 @@ from featurestream.engine import wire
 from featurestream.engine.budget import Budget
 from featurestream.engine.cache import Live
 from featurestream.engine.idempotency import content_digest, replayed, seal
-from featurestream.engine.outcome import Attempt, Outcome, StaleCache, finite_state
+from featurestream.engine.outcome import Attempt, Outcome, StaleCache, finite_state, outcome_of
 from featurestream.engine.results import (
     FrameAck,
     FrameResult,
@@ -102,10 +102,6 @@ def prepared(frame: Frame) -> tuple[Frame, bytes]:
 # One applied or refused frame: its reply, and the response stored for its seq
 # (sealed with the frame's content digest).
 Reply = tuple[int, FrameAck | Problem, bytes]
-# (live, version, events, names, before, seq, producer): see StreamEngine._outcome.
-OutcomeOf = Callable[
-    [Live, int, Sequence[dict[str, Any]], Sequence[str], Sequence[str], int | None, str], Outcome
-]
 Apply = Callable[[Live, Sequence[Frame], int], Awaitable[tuple[Outcome | None, list[Reply]]]]
 
 
@@ -194,7 +190,7 @@ def apply_frames(
     frames: Sequence[Frame],
     producer: str,
     version: int,
-    outcome_of: OutcomeOf,
+    now: str,
     budget: float = 0.0,
 ) -> tuple[Outcome | None, list[Reply]]:
     """Apply fresh frames in order (in a worker thread); refused frames keep the state.
@@ -203,7 +199,7 @@ def apply_frames(
     is learnt; its reply comes with its response sealed with that digest, as
     its seq stores it. Each frame's work has its own time ``budget`` (seconds,
     0: none): a frame over it is refused (``RequestTooExpensive``) like a frame
-    of bad data.
+    of bad data. ``now`` is the commit time the log entry carries.
     """
     shown = public_ids(stream_id, live)
     sel = live.selector
@@ -254,8 +250,11 @@ def apply_frames(
         replies.append((f.seq, ack, seal(digest, wire.instances_written(written))))
     if not events:
         return None, replies
-    # The log entry is the last fresh frame's, as the commit is (attempt_frames).
-    return outcome_of(live, version, events, (), before, frames[-1].seq, producer), replies
+    # The log entry is the last fresh frame's, as the commit is (attempt_frames); it
+    # carries the time ``now``.
+    last, shown_id = frames[-1].seq, str(live.info["id"])
+    outcome = outcome_of(sel, shown_id, version, now, events, (), before, last, producer)
+    return outcome, replies
 
 
 __all__ = ["Frame", "apply_frames", "attempt_frames", "contiguous", "prepared"]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -98,7 +97,7 @@ def perform(live: Live, work: Work, version: int) -> tuple[Answer, Outcome | Non
                 work.frames,
                 work.producer,
                 version,
-                partial(_outcome, work.now),
+                work.now,
                 work.budget,
             )
             return replies, outcome
@@ -134,21 +133,6 @@ def resume_stored(stream_id: str, blob: bytes) -> tuple[Selector[Any, Any], int]
     return cls.resume(params, decoded.state), footprint(decoded.state)
 
 
-def _outcome(
-    now: str,
-    live: Live,
-    version: int,
-    events: Sequence[dict[str, Any]],
-    names: Sequence[str],
-    before: Sequence[str],
-    seq: int | None,
-    producer: str,
-) -> Outcome:
-    assert live.selector is not None
-    shown = str(live.info["id"])
-    return outcome_of(live.selector, shown, version, now, events, names, before, seq, producer)
-
-
 def _features(live: Live, work: FeaturesWork, version: int) -> tuple[bytes, Outcome | None]:
     sel = live.selector
     assert isinstance(sel, FeatureSelector)
@@ -169,7 +153,8 @@ def _features(live: Live, work: FeaturesWork, version: int) -> tuple[bytes, Outc
     selected = sel.selected()
     raised = [w for w in sel.warnings() if w["code"] not in warned]
     written = FeaturesWritten(version, seq, producer, decisions, selected, raised)
-    outcome = _outcome(work.now, live, version, events, chosen, before, seq, producer)
+    shown = str(live.info["id"])
+    outcome = outcome_of(sel, shown, version, work.now, events, chosen, before, seq, producer)
     return wire.features_written(written, docs), outcome
 
 
@@ -188,7 +173,8 @@ def _instances(live: Live, work: InstancesWork, version: int) -> tuple[bytes, Ou
     work.budget(work.X.shape[0])
     events = [wire.instance_batch_event(update.instances, update.instances_seen, update.mistakes)]
     written = InstancesWritten(version, seq, producer, update.instances_seen, sel.selected())
-    outcome = _outcome(work.now, live, version, events, (), before, seq, producer)
+    shown = str(live.info["id"])
+    outcome = outcome_of(sel, shown, version, work.now, events, (), before, seq, producer)
     return wire.instances_written(written), outcome
 
 
