@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import anyio
 import numpy as np
 import pandas as pd
 import pytest
+import redis as redis_lib
 from sklearn.model_selection import StratifiedKFold, cross_val_score
 from sklearn.naive_bayes import GaussianNB
 
@@ -141,3 +143,43 @@ def test_sdk_evaluates_feature_and_instance_streams(server: ServeProcess) -> Non
         )
         with pytest.raises(EvaluationUnavailable):
             fsds.evaluation()
+
+
+def test_stability_reads_only_the_log_entries_of_its_last_changes(
+    redis_server_factory: Any, key_prefix: str
+) -> None:
+    """``/stability?last=2`` on a long log reads the entries of its latest changes, not all.
+
+    A private Redis logs every command (slow log threshold 0), so the XRANGE reads
+    of the log that one ``/stability`` makes are counted from their COUNT arguments.
+    """
+    redis = redis_server_factory(
+        appendonly=False, extra=("--slowlog-log-slower-than", "0", "--slowlog-max-len", "4096")
+    )
+    server = ServeProcess(redis.url, key_prefix).start()
+    try:
+        rng = np.random.default_rng(7)
+        a, b = rng.normal(size=200), rng.normal(size=200)
+        y = (a + b > 0).astype(int)
+        with Client(server.url, timeout=30) as client:
+            stream = client.create_stream("alpha_investing", target=y)
+            for i in range(300):
+                stream.add_features(rng.normal(size=(200, 1)), names=[f"noise{i}"])
+            for name, column in (("a", a), ("b", b)):
+                stream.add_features(column[:, None], names=[name])
+            current = stream.selected().version
+            changes = [c.version for c in stream.history()]
+            assert changes[-2:] == [current - 1, current]  # a and b were selected
+
+            admin = redis_lib.Redis.from_url(redis.url)
+            admin.slowlog_reset()
+            stab = stream.stability(last=2)
+            assert list(stab.versions) == [current - 1, current]
+            read = admin.slowlog_get(4096)
+        xranges = [e["command"].split() for e in read if e["command"].startswith(b"XRANGE")]
+        assert xranges, read
+        entries_asked = sum(int(cmd[cmd.index(b"COUNT") + 1]) for cmd in xranges)
+        # Before: the whole log, 256 entries a read (302 entries, two reads).
+        assert entries_asked <= 2, xranges
+    finally:
+        server.kill()

@@ -231,9 +231,38 @@ async def stability(store: StateStore, stream_id: str, last: int) -> Stability:
     With fewer than two selections ``nogueira`` is None (a variance needs two).
     """
     summary = await store.summary(stream_id)
-    entries = await read_log(store, stream_id, 1, summary.version)
+    entries = await _newest_changes(store, stream_id, summary.version, last)
     # The selections may be large (thousands of names each): computed beside the loop.
     return await anyio.to_thread.run_sync(_stability_of, summary, entries, last)
+
+
+async def _newest_changes(store: StateStore, stream_id: str, stop: int, last: int) -> list[Entry]:
+    """The newest log entries up to ``stop`` that hold its latest ``last`` changes, oldest first.
+
+    Read backwards, a window at a time (``last`` entries first, doubling up to
+    ``_CHUNK``), so a stream with a long log costs what its latest changes cost. Ends
+    early at an entry stored before the log kept changes (it is included: the
+    history starts after it) and where the log holds nothing older.
+    """
+    newest_first: list[Entry] = []
+    changes = 0
+    hi = stop
+    window = max(1, last)
+    while hi >= 1:
+        lo = max(1, hi - window + 1)
+        raw = [e for e in await store.events(stream_id, lo, hi - lo + 1) if e.version <= hi]
+        if not raw:
+            break
+        for e in reversed(await _parse(raw)):
+            newest_first.append(e)
+            changes += e.size is not None
+            if e.legacy or changes >= last:
+                return newest_first[::-1]
+        if raw[0].version > lo:  # the log was trimmed: nothing older is kept
+            break
+        hi = lo - 1
+        window = min(2 * window, _CHUNK)
+    return newest_first[::-1]
 
 
 def _stability_of(summary: StreamSummary, entries: list[Entry], last: int) -> Stability:
