@@ -37,7 +37,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # compete with the tests themselves. tests/service/test_warm_kernels.py turns it on.
 os.environ.setdefault("FEATURESTREAM_WARM_KERNELS", "false")
 # Apps built in the test process compute in its threads (compute_workers 0); the server
-# processes the tests start (tests/support.py) run with the default compute workers.
+# processes the tests start (tests/support.py, tests/faults/harness.py) run one compute worker.
 os.environ.setdefault("FEATURESTREAM_COMPUTE_WORKERS", "0")
 
 

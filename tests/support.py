@@ -93,8 +93,9 @@ class ServeProcess:
         cmd += ["serve", "--port", str(self.port), "--store", self.store_url]
         cmd += ["--log-level", "warning"]
         env = {**os.environ, "FEATURESTREAM_KEY_PREFIX": self.prefix}
-        # The server's default compute workers, unless the test asks for others.
-        env.pop("FEATURESTREAM_COMPUTE_WORKERS", None)
+        # One compute worker, unless the test asks for others: the worker path is the
+        # one served, and each server spawns no more processes than its test needs.
+        env["FEATURESTREAM_COMPUTE_WORKERS"] = "1"
         env.update(self.env)
         self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + 30

@@ -110,7 +110,9 @@ class ServerProcess:
         cmd += ["--store", self.store_url, "--log-level", "warning"]
         # Settings left in this process's environment by other tests must not leak in.
         env = {k: v for k, v in os.environ.items() if not k.startswith("FEATURESTREAM_")}
-        env |= {"FEATURESTREAM_KEY_PREFIX": self.prefix, **self.env}
+        # One compute worker (the worker path), unless the test asks for others.
+        env |= {"FEATURESTREAM_KEY_PREFIX": self.prefix, "FEATURESTREAM_COMPUTE_WORKERS": "1"}
+        env |= self.env
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 cmd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
