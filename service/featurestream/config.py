@@ -188,9 +188,10 @@ class Settings(BaseSettings):
     )
     warm_kernels: bool = Field(
         True,
-        description="Load the compiled kernels (OFS) in a background thread at start-up, "
+        description="Load the compiled kernels (OFS) in the background at start-up, "
         "so that the first batches of instance streams do not wait for them (a second or "
-        "more; longer where numba's on-disk cache is not writable).",
+        "more; longer where numba's on-disk cache is not writable). /readyz answers 503 "
+        "warming-up until they are loaded.",
     )
     store_timeout: float = Field(
         2.0,

@@ -21,6 +21,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import time
 import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -251,6 +252,7 @@ def _curl(argv: list[str], command: Command, ctx: Context) -> None:
     headers: dict[str, str] = {}
     data: bytes | None = None
     url: str | None = None
+    retries = 0
     args = argv[1:]
     i = 0
     while i < len(args):
@@ -271,6 +273,9 @@ def _curl(argv: list[str], command: Command, ctx: Context) -> None:
                 data = (ctx.cwd / raw[1:]).read_bytes()
             else:
                 data = raw.encode()
+        elif a == "--retry":
+            i += 1
+            retries = int(args[i])
         elif a.startswith("-"):
             raise AssertionError(f"curl option {a!r} is not modelled ({command.text})")
         else:
@@ -287,6 +292,12 @@ def _curl(argv: list[str], command: Command, ctx: Context) -> None:
         headers["Content-Type"] = "application/x-www-form-urlencoded"  # what curl sends
     method = method or ("POST" if data is not None else "GET")
     response = httpx.request(method, target, headers=headers, content=data, timeout=30)
+    # --retry N: curl's transient answers (408, 429, 5xx but 501) again, after 1 s, 2 s, ...
+    for attempt in range(retries):
+        if response.status_code not in (408, 429, 500, 502, 503, 504):
+            break
+        time.sleep(2**attempt)
+        response = httpx.request(method, target, headers=headers, content=data, timeout=30)
     if command.expect_status is not None:
         assert response.status_code == command.expect_status, (
             f"{command.text}\n-> {response.status_code} {response.text[:500]}"

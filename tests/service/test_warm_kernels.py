@@ -57,6 +57,7 @@ def test_a_server_warms_its_kernels_in_the_background_and_serves_meanwhile() -> 
     reader.start()
     seen: list[str] = []
     answered = False
+    ready_while_warming: list[int] = []
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -69,6 +70,13 @@ def test_a_server_warms_its_kernels_in_the_background_and_serves_meanwhile() -> 
                 # Start-up does not wait for the kernels: the server answers at once.
                 r = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10)
                 answered = r.status_code == 200
+                # Not ready until the kernels are loaded: /readyz says so meanwhile.
+                ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10)
+                warm = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+                if "featurestream_kernels_warm 0" in warm.splitlines():
+                    ready_while_warming.append(ready.status_code)
+                    assert ready.json()["type"].endswith("/warming-up"), ready.text
+                    assert ready.headers["Retry-After"] == "1"
             if "compiled kernels loaded" in line:
                 break
         assert answered, "".join(seen)
@@ -76,6 +84,8 @@ def test_a_server_warms_its_kernels_in_the_background_and_serves_meanwhile() -> 
         # Loaded, as /metrics says (the bench waits for it before its runs).
         metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
         assert "featurestream_kernels_warm 1" in metrics.splitlines()
+        assert ready_while_warming == [503], "".join(seen)
+        assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).status_code == 200
     finally:
         proc.kill()
         proc.wait(10)

@@ -71,9 +71,11 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
         )
         if settings.warm_kernels:
             metrics.kernels_warm = False
+            metrics.warming = True
 
             def warmed(ok: bool) -> None:
                 metrics.kernels_warm = ok
+                metrics.warming = False
 
             compute.warm(warmed)
         log.info("featurestream %s serving on store %s", __version__, settings.store_kind)

@@ -33,6 +33,8 @@ class Metrics:
     # Whether the compiled kernels warmed at start-up are loaded (warm_kernels): None
     # when the warm-up is off, False while it runs or after it failed.
     kernels_warm: bool | None = None
+    # True while the warm-up runs: /readyz is not ready meanwhile.
+    warming: bool = False
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         self.requests[(route, method, status)] += 1

@@ -17,9 +17,26 @@ async def healthz() -> Health:
     return Health(status="ok")
 
 
-@router.get("/readyz", response_model=Health, responses={503: {"description": "Store down."}})
+@router.get(
+    "/readyz",
+    response_model=Health,
+    responses={
+        503: {
+            "description": "Store down (`store-unavailable`), or the compiled kernels are "
+            "still loading (`warming-up`)."
+        }
+    },
+)
 async def readyz(request: Request) -> Response:
-    """The state store answers."""
+    """The state store answers and the start-up warm-up (if on) has ended."""
+    if request.app.state.metrics.warming:
+        return problem(
+            503,
+            "warming-up",
+            "Warming up",
+            "The compiled kernels are still loading; the first writes would wait for them.",
+            {"Retry-After": "1"},
+        )
     if await request.app.state.engine.ping():
         return Response(Health(status="ready").model_dump_json(), media_type="application/json")
     return problem(
