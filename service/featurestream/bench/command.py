@@ -74,6 +74,12 @@ compute --help` for its options.
 (instances per second x d) in process and through `stream_instances`,
 min/median/max of --repeat runs.
 
+Drift (`featurestream bench drift`): selectors with and without forgetting on
+generated instance streams whose relevant features switch at known times,
+through the service: selection F1 against the truth over time, instances to
+F1 >= 0.9 after a switch, F1 on a stationary stream, cost per instance;
+`featurestream bench drift --help` for its options.
+
 Tenants (`featurestream bench tenants`): create and list latency (p50, p99) in
 a tenant holding one stream while --others streams (10,000) of other tenants
 exist; `featurestream bench tenants --help` for its options.
@@ -257,6 +263,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from featurestream.bench import kbest_rate
 
         return kbest_rate.main(args_in[1:])
+    if args_in[:1] == ["drift"]:
+        from featurestream.bench import drift
+
+        return drift.main(args_in[1:])
     if args_in[:1] == ["tenants"]:
         from featurestream.bench import tenants
 

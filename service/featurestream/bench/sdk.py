@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import httpx
@@ -200,6 +200,41 @@ def instances_sdk(
     )
 
 
+def instances_read_back(
+    url: str,
+    X: Any,
+    y: Any,
+    names: Sequence[str],
+    algorithm: str,
+    params: dict[str, Any],
+    *,
+    every: int,
+    frame: int,
+    target_type: str | None = None,
+) -> tuple[list[tuple[int, list[str]]], float]:
+    """``stream_instances`` of ``every`` rows at a time, the selection read after each.
+
+    Returns the selections (instances seen, selected names) and the seconds
+    spent streaming (the reads not counted). The stream is deleted at the end.
+    """
+    c = Client(url, timeout=3600)
+    with c:
+        s = c.create_stream(
+            algorithm, feature_names=list(names), params=params, id=_sid(), target_type=target_type
+        )
+        try:
+            selections, seconds = [], 0.0
+            for lo in range(0, len(X), every):
+                hi = min(len(X), lo + every)
+                t0 = time.perf_counter()
+                s.stream_instances(X[lo:hi], None if y is None else y[lo:hi], batch_size=frame)
+                seconds += time.perf_counter() - t0
+                selections.append((hi, list(s.selected().names)))
+        finally:
+            s.delete()
+    return selections, seconds
+
+
 def _frames(
     data: InstanceData, frame: int, supervised: bool, deadline: Deadline, sent: list[int]
 ) -> Iterator[Any]:
@@ -220,5 +255,6 @@ __all__ = [
     "CALLS",
     "CountingClient",
     "features_sdk",
+    "instances_read_back",
     "instances_sdk",
 ]
