@@ -312,12 +312,13 @@ def _curl(argv: list[str], command: Command, ctx: Context) -> None:
 # --------------------------------------------------------------------------- featurestream
 
 
-def _bench_options() -> set[str]:
+def _bench_options(subcommand: list[str]) -> set[str]:
+    """The options of ``featurestream bench`` (``subcommand``: ["drift"], or [])."""
     from featurestream.bench import main as bench_main
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
-        bench_main(["--help"])
+        bench_main([*subcommand, "--help"])
     return set(re.findall(r"(--[a-z][a-z-]*)", out.getvalue()))
 
 
@@ -333,7 +334,7 @@ def client_env_names() -> set[str]:
 @handles("featurestream")
 def _featurestream(argv: list[str], command: Command, ctx: Context) -> None:
     if argv[1:2] == ["bench"]:
-        known = _bench_options()
+        known = _bench_options([a for a in argv[2:3] if not a.startswith("-")])
         for token in argv[2:]:
             if token.startswith("--"):
                 assert token.split("=")[0] in known, f"featurestream bench has no {token}"
