@@ -119,6 +119,20 @@ class Settings(BaseSettings):
         "about a seventh of their size); beyond it the oldest go first (a replay of one "
         "of them is refused as older than the replay window).",
     )
+    producer_retention: float = Field(
+        7 * 24 * 3600.0,
+        gt=0,
+        description="Seconds a producer may stay idle before its records (last seq, stored "
+        "responses) are dropped by the stream's next write of another producer; its next "
+        "write then starts a sequence afresh at seq 1. A log's partitions (featurestream "
+        "consume) are never dropped.",
+    )
+    max_producers: int = Field(
+        1000,
+        ge=1,
+        description="Producers recorded per stream; a write by another one drops the least "
+        "recently seen beyond it (as past producer_retention).",
+    )
     event_retention: int = Field(
         10_000,
         ge=100,

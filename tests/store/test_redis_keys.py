@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import redis.asyncio as aioredis
 
@@ -21,6 +23,7 @@ async def test_every_key_of_a_stream_is_one_the_store_knows(
     try:
         await _create(store)
         commit = _commit(0, cid="c1", names=["a", "b"], producer="p", responses=[(1, b"{}")])
+        commit = replace(commit, seen_ms=1)
         assert await store.commit("s1", commit) == 1
         k = stream_keys(key_prefix, "s1")
         written = {key.decode() async for key in client.scan_iter(match=f"{key_prefix}:{{s1}}:*")}
@@ -33,6 +36,7 @@ async def test_every_key_of_a_stream_is_one_the_store_knows(
             k.replays,
             k.names_log,
             k.names_ids,
+            k.seen,
         }
         assert written == set(k.all())
         assert await store.delete("s1")

@@ -306,3 +306,85 @@ async def test_redis_notifications_survive_a_redis_restart(
         assert store.hub.listeners(stream_keys(key_prefix, "s1").channel) == 0
     finally:
         await store.close()
+
+
+async def test_a_commit_forgets_the_producers_it_drops_whole(store: StateStore) -> None:
+    """Dropped producers lose their seq, their time and their stored responses; the
+    committing producer's records and time are kept (records-only commits too)."""
+    await _create(store)
+    p_pairs = [(1, b"p1"), (2, b"p2"), (3, b"p3")]
+    await store.commit("s1", _commit(0, cid="c0", producer="p", responses=p_pairs, seen_ms=10))
+    await store.commit(
+        "s1", _commit(1, cid="c1", parent="c0", producer="log:0", responses=[(7, b"l")])
+    )
+    rec = await store.load("s1")
+    assert (rec.producers, rec.seen) == ({"p": 3, "log:0": 7}, {"p": 10})
+    await store.commit(
+        "s1",
+        _commit(
+            2,
+            cid="c2",
+            parent="c1",
+            producer="q",
+            responses=[(1, b"q1")],
+            seen_ms=20,
+            drop_producers=("p",),
+            state_changed=False,
+        ),
+    )
+    rec = await store.load("s1")
+    assert (rec.version, rec.producers, rec.seen) == (2, {"log:0": 7, "q": 1}, {"q": 20})
+    for seq, _ in p_pairs:
+        assert await store.stored_response("s1", "p", seq) is None
+    assert await store.stored_response("s1", "q", 1) == b"q1"
+    assert await store.stored_response("s1", "log:0", 7) == b"l"
+    # Dropping a producer the stream does not hold changes nothing.
+    await store.commit(
+        "s1",
+        _commit(
+            2,
+            cid="c3",
+            parent="c2",
+            producer="q",
+            responses=[(2, b"q2")],
+            seen_ms=30,
+            drop_producers=("nobody",),
+        ),
+    )
+    rec = await store.load("s1")
+    assert (rec.version, rec.producers, rec.seen) == (3, {"log:0": 7, "q": 2}, {"q": 30})
+
+
+async def test_redis_counts_the_bytes_of_dropped_responses_out(
+    redis_url: str, key_prefix: str
+) -> None:
+    import redis.asyncio as aioredis
+
+    from featurestream.store.redis import RedisStore
+
+    client = aioredis.Redis.from_url(redis_url)
+    store = RedisStore(client, prefix=key_prefix)
+    try:
+        await _create(store)
+        await store.commit(
+            "s1", _commit(0, cid="c0", producer="p", responses=[(1, b"x" * 50)], seen_ms=1)
+        )
+        await store.commit(
+            "s1",
+            _commit(
+                1,
+                cid="c1",
+                parent="c0",
+                producer="q",
+                responses=[(1, b"y" * 7)],
+                seen_ms=2,
+                drop_producers=("p",),
+            ),
+        )
+        k = stream_keys(key_prefix, "s1")
+        assert int(await client.hget(k.meta, "replay_bytes")) == 7
+        assert await client.hlen(k.responses) == 1
+        assert await client.zcard(k.replays) == 1
+        assert await client.hgetall(k.seen) == {b"q": b"2"}
+    finally:
+        await store.close()

@@ -45,6 +45,7 @@ class Live:
     # compute workers do (engine/compute.py): then ``blob`` holds the encoded state.
     selector: Selector[Any, Any] | None
     producers: dict[str, int] = field(default_factory=dict)
+    seen: dict[str, int] = field(default_factory=dict)  # producer -> ms of its last write
     # Memory the decoded state takes (footprint; decoded here or in its compute worker):
     # the stream's weight in the bytes bound.
     size: int = 0

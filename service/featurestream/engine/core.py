@@ -53,6 +53,7 @@ from featurestream.engine.outcome import (
     commit_of,
     finite_state,
 )
+from featurestream.engine.producers import drop as drop_producers
 from featurestream.engine.results import (
     AlgorithmInfo,
     EventPage,
@@ -430,7 +431,7 @@ class StreamEngine:
                 stream_id, live, checked, producer, digests_of, stored, apply, log=log
             )
 
-        return await self._transact(stream_id, "instances", producer, attempt)
+        return await self._transact(stream_id, "instances", producer, attempt, log=log)
 
     async def next_seq(self, stream_id: str, producer: str) -> int:
         """The seq the producer's next request must carry."""
@@ -504,7 +505,7 @@ class StreamEngine:
                 responses=[(seq, sealed)] if seq is not None else [],
             )
 
-        return await self._transact(stream_id, kind, producer, attempt)
+        return await self._transact(stream_id, kind, producer, attempt, log=log)
 
     async def _transact(
         self,
@@ -512,11 +513,15 @@ class StreamEngine:
         kind: str,
         producer: str,
         attempt: Callable[[Live], Awaitable[Attempt[T]]],
+        *,
+        log: bool = False,
     ) -> T:
         """Run ``attempt`` on the stream and commit it as one compare-and-set.
 
         On a concurrent update the stream is reloaded and the attempt runs again
-        on the winner's state (selectors are deterministic).
+        on the winner's state (selectors are deterministic). A commit that records
+        ``producer`` also drops the producer records past their retention or the cap
+        (``producers.py``); ``log``: the producer is a log's partition, never dropped.
         """
         async with self.cache.locked(stream_id), self._counted():
             verified = False
@@ -549,7 +554,19 @@ class StreamEngine:
                     raise
                 if step.outcome is None and not step.responses:
                     return step.result
-                commit = commit_of(live, producer, step, _iso(self._clock()))
+                now = self._clock()
+                seen_ms: int | None = None
+                drops: tuple[str, ...] = ()
+                if step.responses and not log:
+                    seen_ms = int(now.timestamp() * 1000)
+                    drops = drop_producers(
+                        live.seen,
+                        producer,
+                        seen_ms,
+                        retention_ms=int(self.settings.producer_retention * 1000),
+                        cap=self.settings.max_producers,
+                    )
+                commit = commit_of(live, producer, step, _iso(now), seen_ms, drops)
                 try:
                     committed = await self.store.commit(stream_id, commit)
                 except ConcurrentUpdate:
@@ -569,8 +586,13 @@ class StreamEngine:
                 if step.outcome is not None:
                     self.compute.committed(live, step.outcome)
                     self.counters.update(step.outcome.tally)
+                for gone in drops:
+                    live.producers.pop(gone, None)
+                    live.seen.pop(gone, None)
                 if step.responses:
                     live.producers[producer] = step.responses[-1][0]
+                    if seen_ms is not None:
+                        live.seen[producer] = seen_ms
                 self.cache.put(stream_id, live)
                 return step.result
             raise ConcurrentUpdate(stream_id, live.version)
@@ -613,6 +635,7 @@ class StreamEngine:
             version=record.version,
             selector=None,
             producers=record.producers,
+            seen=record.seen,
             commit_id=record.commit_id,
         )
         # Raises NumericallyUnstable for a state that is not finite: refused, never cached.

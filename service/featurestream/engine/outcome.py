@@ -166,8 +166,19 @@ def tally_of(events: Sequence[dict[str, Any]]) -> Counter[str]:
     return c
 
 
-def commit_of(live: Live, producer: str, step: Attempt[Any], now: str) -> Commit:
-    """The store commit of ``step`` on top of the version ``live`` holds."""
+def commit_of(
+    live: Live,
+    producer: str,
+    step: Attempt[Any],
+    now: str,
+    seen_ms: int | None = None,
+    drops: tuple[str, ...] = (),
+) -> Commit:
+    """The store commit of ``step`` on top of the version ``live`` holds.
+
+    ``seen_ms``: when the producer wrote (None: no time is recorded); ``drops``: the
+    producer records the commit forgets (``producers.py``).
+    """
     outcome = step.outcome
     producer_of = producer if step.responses else None
     if outcome is None:
@@ -185,6 +196,8 @@ def commit_of(live: Live, producer: str, step: Attempt[Any], now: str) -> Commit
             producer=producer_of,
             responses=step.responses,
             state_changed=False,
+            seen_ms=seen_ms,
+            drop_producers=drops,
         )
     return Commit(
         commit_id=uuid.uuid4().hex,
@@ -200,6 +213,8 @@ def commit_of(live: Live, producer: str, step: Attempt[Any], now: str) -> Commit
         notify=outcome.selection_json if outcome.selection_changed else b"",
         producer=producer_of,
         responses=step.responses,
+        seen_ms=seen_ms,
+        drop_producers=drops,
     )
 
 

@@ -80,9 +80,16 @@ def too_old(replay: Replay) -> TooOld:
 def conflict(verdict: Gap | TooOld, producer: str) -> SequenceConflict:
     """The error that refuses ``verdict`` (the same wording for HTTP and frames)."""
     problem = "leaves a gap" if isinstance(verdict, Gap) else "is older than the replay window"
+    unknown = ""
+    if verdict.expected == 1:
+        unknown = (
+            " The stream holds no record of this producer: it is new, or its record was "
+            "dropped (idle past the producer retention, or past the cap of producers per "
+            "stream), and its sequence starts afresh."
+        )
     return SequenceConflict(
         f"seq {verdict.seq} of producer {producer!r} {problem}; the next expected seq "
-        f"is {verdict.expected}.",
+        f"is {verdict.expected}.{unknown}",
         producer=producer,
         expected_seq=verdict.expected,
     )

@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
@@ -47,6 +47,9 @@ class StreamRecord:
     blob: bytes
     producers: dict[str, int]
     commit_id: str = ""  # the last commit applied: the next commit's expected_commit
+    # When each producer last wrote (ms, the committing process's clock); a log's
+    # partitions have no entry (engine/producers.py).
+    seen: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,11 @@ class Commit:
     notify: bytes = b""  # published to the stream's channel when non-empty
     responses: Sequence[tuple[int, bytes]] = ()
     state_changed: bool = True
+    # When ``producer`` wrote (ms; None: a log's partition, no time is recorded).
+    seen_ms: int | None = None
+    # Producers forgotten whole by this commit: seq, time and stored responses
+    # (engine/producers.py; never ``producer``).
+    drop_producers: Sequence[str] = ()
 
     def seq_responses(self) -> list[tuple[int, bytes]]:
         """The (seq, response) pairs to record for ``producer`` (empty without one)."""

@@ -26,6 +26,7 @@ class StreamKeys:
     # and the ids of those commits (a list, in step): see store/names.py.
     names_log: str
     names_ids: str
+    seen: str  # when each producer last wrote (a hash: producer -> ms)
     channel: str
     # Written (and expiring) only to make a replayed answer wait for the replicas: see
     # RedisStore.stored_response. Not one of the keys the scripts take.
@@ -42,6 +43,7 @@ class StreamKeys:
             self.replays,
             self.names_log,
             self.names_ids,
+            self.seen,
         )
 
 
@@ -61,6 +63,7 @@ def stream_keys(prefix: str, stream_id: str) -> StreamKeys:
         replays=f"{base}:replays",
         names_log=f"{base}:names-log",
         names_ids=f"{base}:names-ids",
+        seen=f"{base}:seen",
         channel=f"{base}:selection",
         barrier=f"{base}:barrier",
     )

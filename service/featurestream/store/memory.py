@@ -42,6 +42,7 @@ class _Stream:
     status: bytes
     events: list[EventEntry] = field(default_factory=list)
     producers: dict[str, int] = field(default_factory=dict)
+    seen: dict[str, int] = field(default_factory=dict)  # producer -> ms of its last write
     # Stored responses, oldest first (the order the replay bytes bound drops them in).
     responses: OrderedDict[tuple[str, int], bytes] = field(default_factory=OrderedDict)
     response_bytes: int = 0
@@ -137,7 +138,13 @@ class InMemoryStore:
     async def load(self, stream_id: str) -> StreamRecord:
         s = self._get(stream_id)
         return StreamRecord(
-            dict(s.info), s.incarnation, s.version, s.blob, dict(s.producers), s.last_commit
+            dict(s.info),
+            s.incarnation,
+            s.version,
+            s.blob,
+            dict(s.producers),
+            s.last_commit,
+            seen=dict(s.seen),
         )
 
     async def head(self, stream_id: str) -> StreamHead:
@@ -178,7 +185,14 @@ class InMemoryStore:
         s.last_commit = commit.commit_id
         if s.ttl is not None:
             s.expires = self.clock() + s.ttl
+        for gone in commit.drop_producers:
+            last = s.producers.pop(gone, 0)
+            s.seen.pop(gone, None)
+            for seq in range(max(1, last - self._replay_window + 1), last + 1):
+                s.drop_response((gone, seq))
         if commit.producer is not None and pairs:
+            if commit.seen_ms is not None:
+                s.seen[commit.producer] = commit.seen_ms
             for seq, response in pairs:
                 s.store_response((commit.producer, seq), response)
                 s.drop_response((commit.producer, seq - self._replay_window))

@@ -1,5 +1,6 @@
 -- KEYS[1] meta  KEYS[2] state  KEYS[3] events  KEYS[4] producers  KEYS[5] responses
 -- KEYS[6] replays (the stored responses' fields by age)  KEYS[7] names log  KEYS[8] names ids
+-- KEYS[9] producers seen (producer -> ms of its last write)
 -- ARGV[1] commit id  ARGV[2] incarnation  ARGV[3] expected version  ARGV[4] expected last
 -- commit id  ARGV[5] state blob  ARGV[6] updated_at  ARGV[7] selection JSON
 -- ARGV[8] status JSON  ARGV[9] events payload  ARGV[10] producer ('' = none)
@@ -11,7 +12,9 @@
 -- ARGV[18 .. 17+2P] seq_1, response_1, ..., seq_P, response_P (ascending; the producer's
 -- last seq becomes seq_P)  ARGV[18+2P] the new feature names, joined by newlines
 -- ARGV[19+2P] the entries of the names log the caller looked the names up in, ARGV[20+2P]
--- the id of the last of them ('' for none)
+-- the id of the last of them ('' for none)  ARGV[21+2P] when the producer wrote, in ms
+-- ('' = no time: a log's partition)  ARGV[22+2P] number D of producers to drop
+-- ARGV[23+2P .. 22+2P+D] their names (each forgotten whole: seq, time, stored responses)
 -- Returns {version, appended}: the new version (the current one for a records-only
 -- commit), or -1 on an incarnation, version or last-commit mismatch, -2 when the stream
 -- is gone, -4 when the names log does not end where the caller looked (see
@@ -54,9 +57,26 @@ if ARGV[15] == '1' then
 else
   redis.call('HSET', KEYS[1], 'commit_id', ARGV[1])
 end
+local window = tonumber(ARGV[12])
+local bytes = tonumber(meta[4] or '0')
+local drops = tonumber(ARGV[22 + 2 * pairs_n])
+for d = 1, drops do
+  local gone = ARGV[22 + 2 * pairs_n + d]
+  local last = tonumber(redis.call('HGET', KEYS[4], gone) or '0')
+  for seq = math.max(1, last - window + 1), last do
+    local field = gone .. '\n' .. string.format('%d', seq)
+    bytes = bytes - redis.call('HSTRLEN', KEYS[5], field)
+    redis.call('HDEL', KEYS[5], field)
+    redis.call('ZREM', KEYS[6], field)
+  end
+  redis.call('HDEL', KEYS[4], gone)
+  redis.call('HDEL', KEYS[9], gone)
+end
+if drops > 0 then
+  if bytes < 0 then bytes = 0 end
+  redis.call('HSET', KEYS[1], 'replay_bytes', bytes)
+end
 if ARGV[10] ~= '' and pairs_n > 0 then
-  local window = tonumber(ARGV[12])
-  local bytes = tonumber(meta[4] or '0')
   local serial = redis.call('HINCRBY', KEYS[1], 'replay_serial', pairs_n) - pairs_n
   for p = 0, pairs_n - 1 do
     local seq = tonumber(ARGV[18 + 2 * p])
@@ -83,6 +103,7 @@ if ARGV[10] ~= '' and pairs_n > 0 then
   if bytes < 0 then bytes = 0 end
   redis.call('HSET', KEYS[1], 'replay_bytes', bytes)
   redis.call('HSET', KEYS[4], ARGV[10], ARGV[16 + 2 * pairs_n])
+  if ARGV[21 + 2 * pairs_n] ~= '' then redis.call('HSET', KEYS[9], ARGV[10], ARGV[21 + 2 * pairs_n]) end
 end
 if ARGV[15] == '1' and ARGV[14] ~= '' then
   -- Sharded pub/sub from Redis 7 on (redis.REDIS_VERSION is new in 7.0): on a cluster the

@@ -60,4 +60,6 @@ def commit_args(
         args += [seq, response]
     args.append("\n".join(commit.names) if commit.state_changed else "")
     args += [known[0], known[1]]
+    args += ["" if commit.seen_ms is None else commit.seen_ms, len(commit.drop_producers)]
+    args += list(commit.drop_producers)
     return args

@@ -291,7 +291,8 @@ class RedisStore:
             pipe.hmget(k.meta, "info", "incarnation", "version", "commit_id")
             pipe.get(k.state)
             pipe.hgetall(k.producers)
-            meta, blob, producers = await pipe.execute()
+            pipe.hgetall(k.seen)
+            meta, blob, producers, seen = await pipe.execute()
         if meta[0] is None or blob is None:
             raise StreamNotFound(stream_id)
         return StreamRecord(
@@ -301,6 +302,7 @@ class RedisStore:
             blob=bytes(blob),
             producers={p.decode(): int(s) for p, s in producers.items()},
             commit_id=(meta[3] or b"").decode(),
+            seen={p.decode(): int(t) for p, t in seen.items()},
         )
 
     async def head(self, stream_id: str) -> StreamHead:
