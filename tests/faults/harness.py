@@ -111,7 +111,9 @@ class ServerProcess:
         # Settings left in this process's environment by other tests must not leak in.
         env = {k: v for k, v in os.environ.items() if not k.startswith("FEATURESTREAM_")}
         # One compute worker (the worker path), unless the test asks for others.
+        # and no kernel warm-up, as every server the tests start (tests/conftest.py).
         env |= {"FEATURESTREAM_KEY_PREFIX": self.prefix, "FEATURESTREAM_COMPUTE_WORKERS": "1"}
+        env |= {"FEATURESTREAM_WARM_KERNELS": "false"}
         env |= self.env
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(

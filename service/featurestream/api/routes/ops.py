@@ -29,6 +29,14 @@ async def healthz() -> Health:
 )
 async def readyz(request: Request) -> Response:
     """The state store answers and the start-up warm-up (if on) has ended."""
+    if not await request.app.state.engine.ping():
+        return problem(
+            503,
+            "store-unavailable",
+            "State store unavailable",
+            "The state store does not answer.",
+            {"Retry-After": "1"},
+        )
     if request.app.state.metrics.warming:
         return problem(
             503,
@@ -37,15 +45,7 @@ async def readyz(request: Request) -> Response:
             "The compiled kernels are still loading; the first writes would wait for them.",
             {"Retry-After": "1"},
         )
-    if await request.app.state.engine.ping():
-        return Response(Health(status="ready").model_dump_json(), media_type="application/json")
-    return problem(
-        503,
-        "store-unavailable",
-        "State store unavailable",
-        "The state store does not answer.",
-        {"Retry-After": "1"},
-    )
+    return Response(Health(status="ready").model_dump_json(), media_type="application/json")
 
 
 @router.get("/metrics", response_class=Response)
