@@ -57,7 +57,12 @@ def _started(
     """A private Redis, and a server on it with a store_timeout of STORE_TIMEOUT, warm."""
     store = redis_server_factory()
     server = processes.server(
-        store.url, key_prefix, env={"FEATURESTREAM_STORE_TIMEOUT": str(STORE_TIMEOUT)}
+        store.url,
+        key_prefix,
+        env={
+            "FEATURESTREAM_STORE_TIMEOUT": str(STORE_TIMEOUT),
+            "FEATURESTREAM_WARM_KERNELS": "true",
+        },
     ).start()
     # Warm first: the bounds are the store's, not those of loading the compiled kernels.
     deadline = time.monotonic() + 60
