@@ -388,3 +388,28 @@ async def test_redis_counts_the_bytes_of_dropped_responses_out(
         assert await client.hgetall(k.seen) == {b"q": b"2"}
     finally:
         await store.close()
+
+
+async def test_a_dropped_producer_far_past_the_window_loses_every_stored_response(
+    store: StateStore,
+) -> None:
+    """The responses of a dropped producer are found from its last seq down, however
+    high its seqs: the latest two of a producer at seq 5,001 go with it."""
+    await _create(store)
+    pairs = [(5000, b"a"), (5001, b"b")]
+    await store.commit("s1", _commit(0, cid="c0", producer="p", responses=pairs, seen_ms=1))
+    await store.commit(
+        "s1",
+        _commit(
+            1,
+            cid="c1",
+            parent="c0",
+            producer="q",
+            responses=[(1, b"q")],
+            seen_ms=2,
+            drop_producers=("p",),
+        ),
+    )
+    for seq, _ in pairs:
+        assert await store.stored_response("s1", "p", seq) is None
+    assert (await store.load("s1")).producers == {"q": 1}

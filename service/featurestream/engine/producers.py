@@ -38,7 +38,10 @@ def drop(
 
     ``seen``: when each recorded producer (with a time) last wrote.
     """
-    others = sorted((t, name) for name, t in seen.items() if name != producer)
+    others = [(t, name) for name, t in seen.items() if name != producer]
+    if len(others) < cap and all(now_ms - t <= retention_ms for t, _ in others):
+        return ()  # the common case: nothing to drop, and nothing sorted
+    others.sort()
     idle = [name for t, name in others if now_ms - t > retention_ms]
     kept = [name for t, name in others if now_ms - t <= retention_ms]
     # The committing producer counts as one of the ``cap``.

@@ -186,10 +186,14 @@ class InMemoryStore:
         if s.ttl is not None:
             s.expires = self.clock() + s.ttl
         for gone in commit.drop_producers:
-            last = s.producers.pop(gone, 0)
+            seq = s.producers.pop(gone, 0)
             s.seen.pop(gone, None)
-            for seq in range(max(1, last - self._replay_window + 1), last + 1):
+            # Its stored responses are its latest seqs, consecutive: walk down to the
+            # first one not stored (the work is what is stored, not the window).
+            stop = max(1, seq - self._replay_window + 1)
+            while seq >= stop and (gone, seq) in s.responses:
                 s.drop_response((gone, seq))
+                seq -= 1
         if commit.producer is not None and pairs:
             if commit.seen_ms is not None:
                 s.seen[commit.producer] = commit.seen_ms

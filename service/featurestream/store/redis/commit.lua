@@ -62,12 +62,19 @@ local bytes = tonumber(meta[4] or '0')
 local drops = tonumber(ARGV[22 + 2 * pairs_n])
 for d = 1, drops do
   local gone = ARGV[22 + 2 * pairs_n + d]
-  local last = tonumber(redis.call('HGET', KEYS[4], gone) or '0')
-  for seq = math.max(1, last - window + 1), last do
+  -- Its stored responses are its latest seqs, consecutive (both trims drop its oldest
+  -- first): walk down from its last seq to the first one not stored, so the work is
+  -- what is stored, not the replay window.
+  local seq = tonumber(redis.call('HGET', KEYS[4], gone) or '0')
+  local stop = math.max(1, seq - window + 1)
+  while seq >= stop do
     local field = gone .. '\n' .. string.format('%d', seq)
-    bytes = bytes - redis.call('HSTRLEN', KEYS[5], field)
+    local size = redis.call('HSTRLEN', KEYS[5], field)
+    if size == 0 and redis.call('HEXISTS', KEYS[5], field) == 0 then break end
+    bytes = bytes - size
     redis.call('HDEL', KEYS[5], field)
     redis.call('ZREM', KEYS[6], field)
+    seq = seq - 1
   end
   redis.call('HDEL', KEYS[4], gone)
   redis.call('HDEL', KEYS[9], gone)
