@@ -67,7 +67,8 @@ def names(count: int, prefix: str = "f") -> list[str]:
 class ServeProcess:
     """``featurestream serve`` in a child process (start, SIGKILL, or a clean stop).
 
-    ``env`` adds environment variables (settings) for the server.
+    ``env`` adds environment variables (settings) for the server; with ``log``, its
+    log lines (at ``log_level``) go to that file rather than the test's stderr.
     """
 
     def __init__(
@@ -76,11 +77,15 @@ class ServeProcess:
         prefix: str = "fs",
         port: int | None = None,
         env: dict[str, str] | None = None,
+        log: Path | None = None,
+        log_level: str = "warning",
     ) -> None:
         self.port = port or free_port()
         self.store_url = store_url
         self.prefix = prefix
         self.env = dict(env or {})
+        self.log = log
+        self.log_level = log_level
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -91,13 +96,17 @@ class ServeProcess:
         exe = shutil.which("featurestream")
         cmd = [exe] if exe else [sys.executable, "-m", "featurestream"]
         cmd += ["serve", "--port", str(self.port), "--store", self.store_url]
-        cmd += ["--log-level", "warning"]
+        cmd += ["--log-level", self.log_level]
         env = {**os.environ, "FEATURESTREAM_KEY_PREFIX": self.prefix}
         # One compute worker, unless the test asks for others: the worker path is the
         # one served, and each server spawns no more processes than its test needs.
         env["FEATURESTREAM_COMPUTE_WORKERS"] = "1"
         env.update(self.env)
-        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+        if self.log is None:
+            self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+        else:
+            with self.log.open("ab") as err:
+                self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -155,7 +155,8 @@ class BodyLimitMiddleware:
     When the limit or the timeout strikes mid-body, the app is told the client left
     (``http.disconnect``) and the middleware answers the problem itself: however a
     route reads its body (FastAPI's own parsing turns read errors into 400s), the
-    client gets the precise status.
+    client gets the precise status. It leaves that problem in the scope
+    (``problems.BODY_REFUSED``): the client did not leave.
     """
 
     def __init__(self, app: ASGIApp, limit: int, timeout: float = 60.0) -> None:
@@ -193,12 +194,12 @@ class BodyLimitMiddleware:
                 # mid-body would otherwise hold its connection and buffers forever.
                 message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
             except TimeoutError:
-                refused = RequestTimeout(self.timeout)
+                refused = scope[problems.BODY_REFUSED] = RequestTimeout(self.timeout)
                 return {"type": "http.disconnect"}
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.limit:
-                    refused = PayloadTooLarge(self.limit)
+                    refused = scope[problems.BODY_REFUSED] = PayloadTooLarge(self.limit)
                     return {"type": "http.disconnect"}
                 complete = not message.get("more_body", False)
             return message

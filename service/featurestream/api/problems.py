@@ -12,9 +12,10 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from featurestream.api.tenancy import public_id
 from featurestream.engine import Problem, wire
@@ -26,6 +27,12 @@ PROBLEM_MEDIA_TYPE = "application/problem+json"
 TYPE_BASE = wire.TYPE_BASE
 PROBLEMS = wire.PROBLEMS
 MAX_ERRORS = wire.MAX_ERRORS
+# "Client closed request" (nginx's): the status the access log and the metrics record
+# for a client that left before its body was in; nothing is sent.
+CLIENT_CLOSED = 499
+# The scope key where BodyLimitMiddleware leaves the 408 or 413 it answers itself, after
+# telling the route the client left (middleware.py).
+BODY_REFUSED = "featurestream.body_refused"
 
 
 def respond(p: Problem, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -89,6 +96,14 @@ def install(app: FastAPI) -> None:
             str(exc.detail),
             dict(exc.headers) if exc.headers else None,
         )
+
+    @app.exception_handler(ClientDisconnect)
+    async def _gone(request: Request, exc: ClientDisconnect) -> Response:
+        # Nothing was applied (the route had not its body yet) and nothing is sent: one
+        # line, no traceback, not a 500. A body the middleware refused gets its 408 or 413.
+        if BODY_REFUSED not in request.scope:
+            log.info("client disconnected during %s %s", request.method, request.url.path)
+        return Response(status_code=CLIENT_CLOSED)
 
     @app.exception_handler(Exception)
     async def _any(request: Request, exc: Exception) -> JSONResponse:
