@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from featurestream import codec
 from featurestream.selectors import REGISTRY
+from tests.unit.selectors.common import blob, resumed
 
 NAMES = [f"f{i}" for i in range(5)]
 FORGETTING: dict[str, dict[str, Any]] = {
@@ -27,16 +27,6 @@ def _start(name: str, half_life: float) -> Any:
     cls = REGISTRY[name]
     params = cls.params_type.from_mapping({**FORGETTING[name], "half_life": half_life})
     return cls.start(params, NAMES)
-
-
-def _blob(sel: Any) -> bytes:
-    return codec.encode(sel.name, sel.params.to_dict(), sel.snapshot())
-
-
-def _resume(blob: bytes) -> Any:
-    decoded = codec.decode(blob)
-    cls = REGISTRY[decoded.selector]
-    return cls.resume(cls.params_type.from_stored(decoded.params), decoded.state)
 
 
 def _learn(sel: Any, name: str, X: np.ndarray, y: np.ndarray) -> None:
@@ -70,11 +60,11 @@ def test_a_resumed_forgetting_state_goes_on_to_the_same_bits(
     again = _start(name, half_life)
     for X, y in batches[:cut]:
         _learn(again, name, X, y)
-    again = _resume(_blob(again))
+    again = resumed(blob(again))
     for X, y in batches[cut:]:
         _learn(again, name, X, y)
 
-    assert _blob(again) == _blob(straight)
+    assert blob(again) == blob(straight)
     assert again.selected() == straight.selected()
 
 
@@ -94,4 +84,4 @@ def test_ofs_forgetting_a_batch_equals_its_instances_one_by_one(
     single = _start("ofs", half_life)
     for i in range(n):
         _learn(single, "ofs", X[i : i + 1], y[i : i + 1])
-    assert _blob(single) == _blob(whole)
+    assert blob(single) == blob(whole)

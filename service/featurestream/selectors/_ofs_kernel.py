@@ -296,7 +296,9 @@ def _learn(
         f = _dot(w, at, xv, n)
         y = labels[i]
         pred = 1 if f >= 0.0 else -1
-        preds[i] = pred
+        # A tie (f = 0) is written 0: it predicts no class for the prequential count,
+        # which then never depends on how the classes are coded.
+        preds[i] = pred if f != 0.0 else 0
         mistakes += pred != y
         if keep != 1.0:
             nS = _scale(w, S, nS, keep)
@@ -408,7 +410,8 @@ def learn(
     X is a dense (m, d) array or, with ``sparse``, a canonical CSR matrix;
     labels are in {-1, +1}; ``keep`` multiplies w per instance. ``partial`` =
     (epsilon, seed, t0) selects OFS-P, t0 being the stream's instance count
-    before X. Returns the predictions sign(w . x) and the mistakes.
+    before X. Returns the predictions sign(w . x) (0 for w . x = 0, counted as +1
+    among the mistakes) and the mistakes.
 
     >>> w = np.zeros(3)
     >>> X = np.array([[1.0, 0.0, 2.0], [0.0, 3.0, -1.0]])
@@ -416,7 +419,7 @@ def learn(
     ...     w, X, np.array([1.0, -1.0]), sparse=False, B=2, eta=0.5, lam=0.01, margin=1.0, keep=1.0
     ... )
     >>> preds.tolist(), mistakes, w.tolist()
-    ([1, -1], 0, [0.0, -1.5, 1.5])
+    ([0, -1], 0, [0.0, -1.5, 1.5])
     """
     m, d = labels.shape[0], w.shape[0]
     if X.ndim != 2 or X.shape != (m, d) or w.ndim != 1 or not w.flags.c_contiguous:

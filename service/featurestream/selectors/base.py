@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from featurestream.errors import InvalidInput
+from featurestream.selectors import drift
 from featurestream.selectors.checks import (
     check_codes,
     feature_batch,
@@ -357,8 +358,9 @@ class InstanceSelector(Selector[P, S]):
 
     @property
     def instances_seen(self) -> int:
-        seen: int = self.state.instances_seen  # type: ignore[attr-defined]
-        return seen
+        """The stream's count of instances (those before a drift reset included)."""
+        s: Any = self.state
+        return int(s.instances_seen) + drift.offset(getattr(s, "watch", ()))
 
     def counters(self) -> dict[str, JSON]:
         """The counter every instance-stream status reports (and the target, when typed)."""
@@ -398,26 +400,30 @@ class InstanceSelector(Selector[P, S]):
             A = A.toarray()
         elif not sparse:
             A = np.ascontiguousarray(A)
+        if getattr(self.params, "drift", "none") == "none" or A.shape[0] == 0:
+            return self._learn_rows(A, y_arr, checkpoint)
+        return drift.learn_watched(
+            self, A, y_arr, lambda X, y, start: self._learn_rows(X, y, checkpoint, start)
+        )
+
+    def _learn_rows(
+        self, A: Matrix, y: Any, checkpoint: Checkpoint | None, start: int = 0
+    ) -> InstanceUpdate:
+        """Learn validated rows; ``start``: their offset in the request's batch."""
         m = A.shape[0]
         step = max(1, _CHECKED_BLOCK // max(1, A.shape[1]))
         if checkpoint is None or not self.batch_invariant or m <= step:
-            with self._checked(checkpoint):
-                return self._learn_batch(A, y_arr)
+            with self._checked(checkpoint, start):
+                return self._learn_batch(A, y)
         # A batch-invariant selector learns the blocks exactly as the whole batch.
         before = self.selected()
         parts: list[InstanceUpdate] = []
         for lo in range(0, m, step):
-            checkpoint(lo)
-            labels = None if y_arr is None else y_arr[lo : lo + step]
-            with self._checked(checkpoint, lo):
+            checkpoint(start + lo)
+            labels = None if y is None else y[lo : lo + step]
+            with self._checked(checkpoint, start + lo):
                 parts.append(self._learn_batch(A[lo : lo + step], labels))
-        return InstanceUpdate(
-            instances=m,
-            instances_seen=parts[-1].instances_seen,
-            predictions=tuple(p for part in parts for p in part.predictions),
-            mistakes=sum(part.mistakes for part in parts),
-            selection_changed=before != self.selected(),
-        )
+        return InstanceUpdate.joined(parts, before != self.selected())
 
     @abstractmethod
     def _learn_batch(self, X: Matrix, y: Vector | None) -> InstanceUpdate: ...

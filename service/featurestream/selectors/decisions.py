@@ -6,7 +6,9 @@ Plain data: how they are shown to clients is the engine's wire module's job.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 class Reason(enum.StrEnum):
@@ -86,6 +88,27 @@ class InstanceUpdate:
     predictions: tuple[int, ...] = ()
     mistakes: int = 0
     selection_changed: bool = False
+    # Whether each instance was predicted right, for a selector that predicts
+    # before it learns (None for the others): the drift watch's signal.
+    hits: tuple[bool, ...] | None = None
+    # The drift watch's detections in this batch (selectors/drift.py, Detection).
+    drifts: tuple[Any, ...] = ()
+
+    @classmethod
+    def joined(
+        cls, parts: Sequence[InstanceUpdate], changed: bool, drifts: tuple[Any, ...] = ()
+    ) -> InstanceUpdate:
+        """One batch's update from those of its parts, in order."""
+        hits = [part.hits for part in parts]
+        return cls(
+            instances=sum(part.instances for part in parts),
+            instances_seen=parts[-1].instances_seen,
+            predictions=tuple(p for part in parts for p in part.predictions),
+            mistakes=sum(part.mistakes for part in parts),
+            selection_changed=changed,
+            hits=None if None in hits else tuple(h for part in hits for h in part or ()),
+            drifts=drifts,
+        )
 
 
 __all__ = ["Decision", "Eviction", "InstanceUpdate", "Reason", "ScoreKind", "SelectedFeature"]

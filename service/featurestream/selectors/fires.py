@@ -23,6 +23,7 @@ from typing import Any, ClassVar, cast
 import numpy as np
 import numpy.typing as npt
 
+from featurestream.selectors import drift
 from featurestream.selectors.base import JSON, InstanceSelector, Matrix, Vector
 from featurestream.selectors.decisions import (
     InstanceUpdate,
@@ -60,6 +61,7 @@ class FIRESParams(Params):
         "scale_weights": Boolean(),
         "scale": StrOptions(("standard", "none")),
         "half_life": HALF_LIFE,
+        **drift.CONSTRAINTS,
     }
     descriptions: ClassVar[dict[str, str]] = {
         "num_features": "m, the number of features selected (all d when m > d)",
@@ -74,6 +76,7 @@ class FIRESParams(Params):
         "scale": "`standard`: standardise each instance with running means and variances first; "
         "`none`: the values as sent (the published algorithm)",
         "half_life": HALF_LIFE_DESCRIPTION,
+        **drift.DESCRIPTIONS,
     }
 
     num_features: int
@@ -87,6 +90,8 @@ class FIRESParams(Params):
     scale_weights: bool = True
     scale: str = "standard"
     half_life: float | None = None
+    drift: str = "none"
+    on_drift: str = "log"
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,8 @@ class FIRESState:
     predicted: int = 0
     correct: int = 0
     recent: npt.NDArray[np.bool_] = field(default_factory=no_flags)
+    # The drift watch (selectors/drift.py): empty without one.
+    watch: tuple[Any, ...] = ()
 
 
 class FIRES(InstanceSelector[FIRESParams, FIRESState]):
@@ -334,6 +341,7 @@ class FIRES(InstanceSelector[FIRESParams, FIRESState]):
             instances=n_b,
             instances_seen=self.state.instances_seen,
             selection_changed=not np.array_equal(before, after),
+            hits=tuple(np.asarray(hits, dtype=np.bool_).tolist()),
         )
 
 

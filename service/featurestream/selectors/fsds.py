@@ -23,6 +23,7 @@ import numpy as np
 import scipy.linalg
 
 from featurestream.errors import NumericallyUnstable
+from featurestream.selectors import drift
 from featurestream.selectors.base import JSON, InstanceSelector, Matrix, Vector
 from featurestream.selectors.decisions import (
     InstanceUpdate,
@@ -54,6 +55,7 @@ class FSDSParams(Params):
         "k": Interval(int, 1, None, "left"),
         "ridge": NoneOr(Interval(float, 0.0, None, "left")),
         "half_life": HALF_LIFE,
+        **drift.CONSTRAINTS,
     }
     descriptions: ClassVar[dict[str, str]] = {
         "num_features": "m, the number of features selected",
@@ -61,6 +63,7 @@ class FSDSParams(Params):
         "k": "singular vectors used for the scores",
         "ridge": "ridge term of the scores; null means 8 times the k-th singular value",
         "half_life": HALF_LIFE_DESCRIPTION,
+        **drift.DESCRIPTIONS,
     }
 
     num_features: int
@@ -68,6 +71,8 @@ class FSDSParams(Params):
     k: int = 2
     ridge: float | None = None
     half_life: float | None = None
+    drift: str = "none"
+    on_drift: str = "log"
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,8 @@ class FSDSState:
     scores: Vector
     instances_seen: int = 0
     batches_seen: int = 0
+    # The drift watch (selectors/drift.py): empty without one.
+    watch: tuple[Any, ...] = ()
 
 
 # Above this magnitude (2^400, about 2.6e120) the squares of singular values could

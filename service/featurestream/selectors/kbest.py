@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from featurestream.errors import InvalidInput
+from featurestream.selectors import drift
 from featurestream.selectors.base import JSON, InstanceSelector, Matrix, Vector
 from featurestream.selectors.decisions import InstanceUpdate, ScoreKind, SelectedFeature
 from featurestream.selectors.forgetting import HALF_LIFE, HALF_LIFE_DESCRIPTION
@@ -57,6 +58,7 @@ class KBestParams(Params):
         "num_features": Interval(int, 1, None, "left"),
         "score": StrOptions(("auto", "correlation", "anova")),
         "half_life": HALF_LIFE,
+        **drift.CONSTRAINTS,
     }
     descriptions: ClassVar[dict[str, str]] = {
         "num_features": "k, the number of features selected (all d when k > d)",
@@ -64,11 +66,14 @@ class KBestParams(Params):
         "indicators for 3 classes or more); `anova`: the F statistic between the classes; "
         "`auto`: correlation up to two classes or a continuous target, anova from 3 classes",
         "half_life": HALF_LIFE_DESCRIPTION,
+        **drift.DESCRIPTIONS,
     }
 
     num_features: int
     score: str = "auto"
     half_life: float | None = None
+    drift: str = "none"
+    on_drift: str = "log"
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,8 @@ class KBestState:
     sum_yy: float = 0.0
     target_type: str = "auto"
     classes: tuple[Any, ...] = ()
+    # The drift watch (selectors/drift.py): empty without one.
+    watch: tuple[Any, ...] = ()
 
 
 class KBest(InstanceSelector[KBestParams, KBestState]):

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from featurestream.errors import InvalidParameter
+from featurestream.selectors import drift
 from featurestream.selectors.base import JSON, InstanceSelector, Matrix, Vector
 from featurestream.selectors.decisions import (
     InstanceUpdate,
@@ -100,6 +101,7 @@ class NRFSParams(Params):
         "ridge": Interval(float, 0.0, None, "neither"),
         "noise_fraction": Interval(float, 0.0, 1.0, "left"),
         "seed": Interval(int, 0, None, "left"),
+        **drift.CONSTRAINTS,
     }
     descriptions: ClassVar[dict[str, str]] = {
         "num_features": "h, the number of features selected (at most d)",
@@ -119,6 +121,7 @@ class NRFSParams(Params):
         "ridge": "lambda, the ridge penalty of the fits",
         "noise_fraction": "fraction of the window set aside as noise",
         "seed": "kept for a future tie-break; the computation has no random step",
+        **drift.DESCRIPTIONS,
     }
 
     num_features: int
@@ -133,6 +136,8 @@ class NRFSParams(Params):
     ridge: float = 1e-3
     noise_fraction: float = 0.1
     seed: int = 0
+    drift: str = "none"
+    on_drift: str = "log"
 
     def _check(self) -> None:
         if self.min_instances > self.window:
@@ -184,6 +189,8 @@ class NRFSState:
     computations: int = 0
     instances_seen: int = 0
     batches_seen: int = 0
+    # The drift watch (selectors/drift.py): empty without one.
+    watch: tuple[Any, ...] = ()
 
 
 def push(window: Matrix, seen: int, capacity: int, X: Matrix) -> tuple[Matrix, int]:

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from featurestream.selectors import drift
 from featurestream.selectors.base import JSON, InstanceSelector, Vector
 from featurestream.selectors.decisions import (
     InstanceUpdate,
@@ -62,6 +63,7 @@ class OFSParams(Params):
         "seed": Interval(int, 0, None, "left"),
         "scale": StrOptions(("maxabs", "standard", "none")),
         "half_life": HALF_LIFE,
+        **drift.CONSTRAINTS,
     }
     legacy: ClassVar[dict[str, Any]] = {"scale": "none"}
     descriptions: ClassVar[dict[str, str]] = {
@@ -80,6 +82,7 @@ class OFSParams(Params):
         "OFS)",
         "half_life": "forgetting: w is multiplied by 2^(-1/half_life) per instance, so an "
         "instance's step weighs half after that many newer instances; null: no forgetting",
+        **drift.DESCRIPTIONS,
     }
 
     num_features: int
@@ -92,6 +95,8 @@ class OFSParams(Params):
     seed: int = 0
     scale: str = "maxabs"
     half_life: float | None = None
+    drift: str = "none"
+    on_drift: str = "log"
 
     @property
     def keep(self) -> float:
@@ -133,6 +138,8 @@ class OFSState:
     predicted: int = 0
     correct: int = 0
     recent: npt.NDArray[np.bool_] = field(default_factory=no_flags)
+    # The drift watch (selectors/drift.py): empty without one.
+    watch: tuple[Any, ...] = ()
 
 
 def truncate(v: Vector, B: int) -> None:
@@ -391,6 +398,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
             )
         m = X.shape[0]
         after = _selected_order(w)
+        hits = preds == np.asarray(labels)[: preds.shape[0]]
         self.state = replace(
             s,
             w=w,
@@ -401,15 +409,17 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
             scale_maxabs=maxabs,
             **target,
             # Each prediction was made before the step that learnt its instance.
-            **tally(s, preds == np.asarray(labels)[: preds.shape[0]]),
+            **tally(s, hits),
         )
         self._order_memo = (w, after)
         return InstanceUpdate(
             instances=m,
             instances_seen=s.instances_seen + m,
-            predictions=tuple(preds.tolist()),
+            # The published OFS predicts +1 at a tie.
+            predictions=tuple(np.where(preds == 0, 1, preds).tolist()),
             mistakes=mistakes,
             selection_changed=not np.array_equal(before, after),
+            hits=tuple(hits.tolist()),
         )
 
     def _kernel(

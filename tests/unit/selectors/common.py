@@ -17,6 +17,13 @@ def blob(sel: Any) -> bytes:
     return bytes(codec.encode(sel.name, sel.params.to_dict(), sel.snapshot()))
 
 
+def resumed(raw: bytes) -> Any:
+    """The selector a stored state gives back, as the server resumes it."""
+    decoded = codec.decode(raw)
+    cls = REGISTRY[decoded.selector]
+    return cls.resume(cls.params_type.from_stored(decoded.params), decoded.state)
+
+
 def assert_round_trip_and_replay(
     start: Callable[[], Any], names: Sequence[str], X: np.ndarray, bounds: Sequence[int]
 ) -> None:

@@ -222,7 +222,8 @@ def test_kernel_truncates_by_hand() -> None:
         w, np.array([[4.0, -2.0, 2.0, 1.0]]), np.ones(1), sparse=False, B=2, eta=0.5,
         lam=0.01, margin=1.0, keep=1.0,
     )  # fmt: skip
-    assert (preds.tolist(), mistakes, w.tolist()) == ([1], 0, [2.0, -1.0, 0.0, 0.0])
+    # w . x = 0 before the step: a tie, written 0 (it counts as +1 among the mistakes).
+    assert (preds.tolist(), mistakes, w.tolist()) == ([0], 0, [2.0, -1.0, 0.0, 0.0])
 
 
 def test_kernel_projects_by_hand() -> None:

@@ -28,11 +28,14 @@ def test_ofs_counts_the_sign_of_w_x_before_each_step() -> None:
     names = [f"f{i}" for i in range(5)]
     params = OFSParams(num_features=2, scale="none")
     by_hand = OFS.start(params, names)
-    hits = []
+    hits, ties_of_positives = [], 0
     for i in range(X.shape[0]):
         w = by_hand.state.w
-        pred = 1 if float(w @ X[i]) >= 0 else -1
+        # A tie (w . x = 0, as before the first step) predicts no class: never right.
+        f = float(w @ X[i])
+        pred = 0 if f == 0 else (1 if f > 0 else -1)
         hits.append(pred == (1 if y[i] == 1 else -1))
+        ties_of_positives += f == 0 and y[i] == 1
         by_hand.learn_instances(X[i : i + 1], y[i : i + 1])
     batched = OFS.start(params, names)
     for lo in range(0, 1300, 250):
@@ -42,7 +45,9 @@ def test_ofs_counts_the_sign_of_w_x_before_each_step() -> None:
     assert s.recent.tolist() == hits[-RECENT:]
     # The same learning as before: the weights of one-by-one and batched runs agree.
     np.testing.assert_array_equal(s.w, by_hand.state.w)
-    assert s.predicted - s.correct == s.mistakes
+    # The published mistakes count a tie as +1.
+    assert ties_of_positives >= 1
+    assert s.predicted - s.correct == s.mistakes + ties_of_positives
 
 
 @pytest.mark.parametrize("multiclass", [False, True])
