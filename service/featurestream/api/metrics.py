@@ -18,6 +18,7 @@ ENGINE_COUNTERS = {
     "store_full": "Of those, the ones Redis refused for want of memory (maxmemory).",
     "features_processed": "Feature columns applied.",
     "instances_processed": "Instances applied.",
+    "drifts": "Drifts detected by the streams' drift watches (drift events committed).",
 }
 
 

@@ -270,7 +270,9 @@ class EventPublic(BaseModel):
     producer: str | None
     # The commit time; null for events stored before the log kept it.
     at: str | None = None
-    type: Literal["accepted", "rejected", "evicted", "batch"]
+    # ``drift``: a detection of the stream's drift watch (``detector``,
+    # ``instances_seen``, ``statistic``, ``moved``, ``reset``).
+    type: Literal["accepted", "rejected", "evicted", "batch", "drift"]
     names: list[str] | None = None
     reason: str | None = None
 

@@ -245,6 +245,7 @@ def apply_frames(
                 update.instances, update.instances_seen, update.mistakes, seq=f.seq
             )
         )
+        events += wire.drift_events(update.drifts, sel.params.drift, version)
         written = InstancesWritten(version, f.seq, producer, update.instances_seen, sel.selected())
         ack = FrameAck(f.seq, version, update.instances_seen)
         replies.append((f.seq, ack, seal(digest, wire.instances_written(written))))

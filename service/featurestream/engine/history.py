@@ -60,6 +60,12 @@ class Entry:
     size: int | None  # None: the selected set did not change
     columns: int  # feature columns the entry's batches brought
     legacy: bool  # stored before the log kept ``at`` and ``change``
+    drifts: tuple[dict[str, Any], ...] = ()  # the drift events of the entry
+
+    @property
+    def moved(self) -> bool:
+        """Whether the selected set moved (a drift's entry may list no change)."""
+        return self.size is not None and bool(self.added or self.removed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +77,7 @@ class Change:
     added: Sequence[str]
     removed: Sequence[str]
     size: int
+    drifts: Sequence[dict[str, Any]] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +102,12 @@ def parse_entries(entries: Sequence[EventEntry]) -> list[Entry]:
     for e in entries:
         payload = orjson.loads(unpack(e.payload))
         change = payload.get("change")
-        columns = sum(
-            int(ev.get("count", 0)) for ev in payload.get("events", ()) if ev.get("type") == "batch"
+        events = payload.get("events", ())
+        columns = sum(int(ev.get("count", 0)) for ev in events if ev.get("type") == "batch")
+        drifts = tuple(
+            {k: v for k, v in ev.items() if k not in ("type", "version")}
+            for ev in events
+            if ev.get("type") == "drift"
         )
         out.append(
             Entry(
@@ -107,6 +118,7 @@ def parse_entries(entries: Sequence[EventEntry]) -> list[Entry]:
                 size=int(change["size"]) if change else None,
                 columns=columns,
                 legacy="at" not in payload,
+                drifts=drifts,
             )
         )
     return out
@@ -217,7 +229,7 @@ async def history(
             break
         last = e.version
         if e.size is not None:
-            changes.append(Change(e.version, e.at, e.added, e.removed, e.size))
+            changes.append(Change(e.version, e.at, e.added, e.removed, e.size, e.drifts))
     return HistoryPage(changes, None if last >= current else last, current)
 
 
@@ -255,7 +267,7 @@ async def _newest_changes(store: StateStore, stream_id: str, stop: int, last: in
             break
         for e in reversed(await _parse(raw)):
             newest_first.append(e)
-            changes += e.size is not None
+            changes += e.moved
             if e.legacy or changes >= last:
                 return newest_first[::-1]
         if raw[0].version > lo:  # the log was trimmed: nothing older is kept
@@ -274,7 +286,7 @@ def _stability_of(summary: StreamSummary, entries: list[Entry], last: int) -> St
     later_columns = 0
     columns_after: int | None = None
     for e in reversed(entries):
-        if e.size is not None:
+        if e.moved:
             if columns_after is None:
                 columns_after = later_columns
             picked.append((e.version, frozenset(names)))

@@ -105,7 +105,12 @@ def outcome_of(
     after = selection.names
     # How the selected set moved (None: the same set), kept in the log for the history;
     # ``at``: the time the selection document of this version carries (updated_at).
-    entry = pack(wire.log_entry(seq, producer, events, at=now, change=change_of(before, after)))
+    change = change_of(before, after)
+    tally = tally_of(events)
+    if change is None and tally["drifts"]:
+        # A drift is in the history even when the set stayed (nothing added or removed).
+        change = {"added": [], "removed": [], "size": len(after)}
+    entry = pack(wire.log_entry(seq, producer, events, at=now, change=change))
     return Outcome(
         entry=entry,
         names=names,
@@ -114,7 +119,7 @@ def outcome_of(
         selection_json=wire.selection(selection),
         status=wire.status_counters(sel.status()),
         selection_changed=tuple(before) != tuple(after),
-        tally=tally_of(events),
+        tally=tally,
         footprint=footprint(sel.snapshot()),
     )
 
@@ -152,6 +157,8 @@ def tally_of(events: Sequence[dict[str, Any]]) -> Counter[str]:
     kinds = Counter(map(itemgetter("type"), events))
     c: Counter[str] = Counter()
     batches = kinds.pop("batch", 0)
+    if "drift" in kinds:
+        c["drifts"] = kinds.pop("drift")
     # A batch event per request or frame (a features write's is its first event):
     # the search stops at the last one.
     for ev in events:

@@ -167,6 +167,22 @@ def instance_batch_event(
     return event
 
 
+def drift_events(drifts: Sequence[Any], detector: str, version: int) -> list[Document]:
+    """The events of a batch's drift detections (selectors/drift.py, Detection)."""
+    return [
+        {
+            "type": "drift",
+            "version": version,
+            "detector": detector,
+            "instances_seen": d.instances_seen,
+            "statistic": d.statistic,
+            "moved": d.moved,
+            "reset": d.reset,
+        }
+        for d in drifts
+    ]
+
+
 def log_entry(
     seq: int | None,
     producer: str,
@@ -583,6 +599,7 @@ __all__ = [
     "algorithm",
     "decision",
     "decision_events",
+    "drift_events",
     "error_message",
     "event_page",
     "feature_batch_event",

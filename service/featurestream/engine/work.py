@@ -171,7 +171,10 @@ def _instances(live: Live, work: InstancesWork, version: int) -> tuple[bytes, Ou
     work.budget.start()
     update: InstanceUpdate = sel.learn_instances(work.X, work.y, checkpoint=work.budget)
     work.budget(work.X.shape[0])
-    events = [wire.instance_batch_event(update.instances, update.instances_seen, update.mistakes)]
+    events = [
+        wire.instance_batch_event(update.instances, update.instances_seen, update.mistakes),
+        *wire.drift_events(update.drifts, sel.params.drift, version),
+    ]
     written = InstancesWritten(version, seq, producer, update.instances_seen, sel.selected())
     shown = str(live.info["id"])
     outcome = outcome_of(sel, shown, version, work.now, events, (), before, seq, producer)

@@ -20,12 +20,29 @@ from featurestream.engine.history import MAX_LAST
 router = APIRouter(prefix="/v1/streams", tags=["history"], dependencies=AUTHENTICATED)
 
 
+class MovedPublic(BaseModel):
+    name: str
+    before: float
+    after: float
+
+
+class DriftPublic(BaseModel):
+    detector: str
+    instances_seen: int
+    statistic: float
+    moved: list[MovedPublic]
+    reset: bool
+
+
 class ChangePublic(BaseModel):
     version: int
     at: str | None
     added: list[str]
     removed: list[str]
     size: int
+    # The drifts detected in this version (a version with a drift is listed even
+    # when the set did not move: then nothing is added or removed).
+    drifts: list[DriftPublic] = []
 
 
 class HistoryPublic(BaseModel):
@@ -69,7 +86,8 @@ async def get_history(
 ) -> HistoryPublic:
     """The changes of the selected set in order: names added and removed, new size.
 
-    One entry per version that changed the set of selected names. Page with
+    One entry per version that changed the set of selected names, or in which
+    the stream's drift watch detected a drift (``drifts``). Page with
     ``after_version`` = ``next``; ``next`` is null once the page reaches the
     stream's current ``version`` (poll again later with ``after_version`` =
     ``version``).
@@ -83,6 +101,7 @@ async def get_history(
                 added=list(c.added),
                 removed=list(c.removed),
                 size=c.size,
+                drifts=[DriftPublic(**d) for d in c.drifts],
             )
             for c in page.changes
         ],
