@@ -439,3 +439,39 @@ def test_a_selection_of_150000_features_draws_its_largest_bars_and_counts_the_re
     assert note == f"Showing the 200 largest of {d}; {d - 200} more not drawn.", note
     assert browser.find_element(By.ID, "selection-version").text.endswith(f"{d} selected")
     assert not browser.find_elements(By.CSS_SELECTOR, "#selection .error")
+
+
+def test_the_timeline_marks_the_versions_with_a_drift(
+    server: ServeProcess, browser: WebDriver
+) -> None:
+    url = server.url
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(3000, 6))
+    y = np.where(X[:, 0] > 0, 1, 0)
+    y[1500:] = np.where(X[1500:, 3] > 0, 1, 0)
+    params = {"num_features": 2, "drift": "page_hinkley", "on_drift": "reset"}
+    body = {"id": "drifting", "algorithm": "ofs", "params": params, "feature_names": names(6)}
+    assert httpx.post(url + "/v1/streams", json=body, timeout=30).status_code == 201
+    for lo in range(0, 3000, 100):
+        batch = {"X": X[lo : lo + 100].tolist(), "y": y[lo : lo + 100].tolist()}
+        r = httpx.post(url + "/v1/streams/drifting/instances", json=batch, timeout=60)
+        assert r.status_code == 200, r.text
+    history = httpx.get(url + "/v1/streams/drifting/history", params={"limit": 1000}).json()
+    drifted = [c["version"] for c in history["changes"] if c["drifts"]]
+    assert drifted
+
+    browser.get(url + "/ui/#stream=drifting")
+    wait(
+        browser,
+        "a marker for each version with a drift",
+        lambda d: (
+            js(
+                d,
+                "return [...document.querySelectorAll('#timeline-chart line.drift-mark')]"
+                ".map(e => Number(e.dataset.version));",
+            )
+            == drifted
+        ),
+    )
+    told = js(browser, "return document.querySelector('line.drift-mark title').textContent;")
+    assert told.startswith("drift (page_hinkley) at instance ") and "restarted" in told, told

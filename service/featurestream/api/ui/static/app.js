@@ -412,7 +412,8 @@ function renderTimeline(cur) {
     notes.push(`${TIMELINE_MAX_ROWS} features (the current ones first)`);
   }
   $("timeline-note").textContent =
-    `Each column is a version where the selection changed; a filled cell: the feature was selected.` +
+    `Each column is a version where the selection changed or a drift was detected (a dashed line); ` +
+    `a filled cell: the feature was selected.` +
     (notes.length ? ` Showing ${notes.join(" and ")}.` : "");
 
   const longest = rows.reduce((m, n) => Math.max(m, Math.min(28, n.length)), 0);
@@ -452,6 +453,19 @@ function renderTimeline(cur) {
       rect.append(svg("title", {}, `${name} selected after version ${c.version}`));
       chart.append(rect);
     });
+    if ((c.drifts || []).length) {
+      // A drift detected in this version: a marker across the column.
+      const mark = svg("line", {
+        class: "drift-mark",
+        x1: x + cellW / 2, x2: x + cellW / 2, y1: top, y2: top + rows.length * cell,
+        "data-version": c.version,
+      });
+      const told = c.drifts.map((d) =>
+        `drift (${d.detector}) at instance ${d.instances_seen}, statistic ${Number(d.statistic).toPrecision(4)}` +
+        (d.reset ? ": the selector restarted" : ""));
+      mark.append(svg("title", {}, told.join("\n")));
+      chart.append(mark);
+    }
     if (i % every === 0 || i === cols.length - 1) {
       const ty = top + rows.length * cell + 12;
       const cx = x + cellW / 2;
