@@ -84,4 +84,18 @@ def test_summary_and_table_of_one_configuration() -> None:
     # 0.2 s for 20,000 instances, twice: 10 us each.
     assert row["us_per_instance"] == pytest.approx(10.0)
     text = render([row], "header")
-    assert "| binary | kbest | 0.60 | 1.00 | 10,000 | 1.00 | - | 10.0 |" in text
+    assert "| binary | kbest | 0.60 | 1.00 | 10,000 | 1.00 | - | - | 10.0 |" in text
+    assert row["false_alarms"] is None and row["detections"] is None
+
+
+def test_summary_of_a_watch_counts_false_alarms_and_detections_over_seeds() -> None:
+    runs = []
+    for seed, (alarms, found) in enumerate([(1, 2), (0, 3)]):
+        moving = _run("kbest reset=adwin", [10_000], [(10_000, 1.0), (20_000, 1.0)], 20_000)
+        still = _run("kbest reset=adwin", [], [(10_000, 1.0), (20_000, 1.0)], 20_000)
+        for r, count in ((moving, found), (still, alarms)):
+            r.seed, r.drift_events = seed, count
+        runs += [moving, still]
+    (row,) = summarise(runs)
+    assert (row["false_alarms"], row["detections"]) == (1, 5)
+    assert "| 1.00 | 1 | 5 | 10.0 |" in render([row], "header")

@@ -9,11 +9,15 @@ unsupervised), streams each into a fresh stream of a server (spawned on
 each call and scores it against the truth (bench/drift_score.py: group F1, a
 redundant copy counting for its original once). Each configuration runs on a
 switching stream (--segments of --segment instances, --switch abrupt or
-gradual) and on a stationary stream of --stationary instances.
+gradual) and on a stationary stream of --stationary instances. Each
+selector runs without forgetting, with --half-life and (unless --drift is
+none) with a drift watch by --drift that resets it (``on_drift: "reset"``).
 
 Reports per configuration: F1 5,000 and 10,000 instances after each switch,
 the instances until F1 >= 0.9, the stationary F1 (mean over its second half),
-and the cost per instance (seconds in ``stream_instances`` calls / instances).
+the drift events of a configuration with a watch (on the stationary stream
+its false alarms, on the switching one its detections) and the cost per
+instance (seconds in ``stream_instances`` calls / instances).
 --plots DIR draws F1 over time with the switch points (needs matplotlib, the
 ``bench`` extra); --json the curves of every run.
 """
@@ -29,7 +33,14 @@ from typing import Any
 
 from featurestream.bench import drift_report
 from featurestream.bench.drift_data import DriftSpec
-from featurestream.bench.drift_runs import SELECTORS, RunResult, Streams, configurations, run
+from featurestream.bench.drift_runs import (
+    DETECTORS,
+    SELECTORS,
+    RunResult,
+    Streams,
+    configurations,
+    run,
+)
 from featurestream.bench.server import spawn_server
 
 
@@ -73,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--half-life", type=float, default=1_000.0, help="half_life of the forgetting runs"
     )
+    p.add_argument(
+        "--drift",
+        choices=DETECTORS,
+        default="page_hinkley",
+        help="detector of the reset configurations (none: no such configuration)",
+    )
     p.add_argument("--every", type=int, default=500, help="instances between selection reads")
     p.add_argument("--frame", type=int, default=100, help="instances per WebSocket frame")
     p.add_argument("--store", default="memory://", help="store of the spawned server")
@@ -107,7 +124,9 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[in
 def run_all(url: str, args: argparse.Namespace, seeds: list[int]) -> list[RunResult]:
     """Every configuration on every stream, target by target."""
     targets = args.target or ["binary", "multiclass", "unsupervised"]
-    configs = configurations(args.selector or list(SELECTORS), targets, args.half_life)
+    configs = configurations(
+        args.selector or list(SELECTORS), targets, args.half_life, drift=args.drift
+    )
     streams = Streams()
     results = []
     for config in configs:
@@ -136,9 +155,10 @@ def run_all(url: str, args: argparse.Namespace, seeds: list[int]) -> list[RunRes
                 )
             for spec in specs:
                 result = run(url, config, streams.get(spec), args.every, args.frame)
+                drifts = "" if result.drift_events is None else f", {result.drift_events} drifts"
                 print(
                     f"{config.target} {spec.switch} seed {seed}: {config.label} "
-                    f"({result.us_per_instance:.1f} us/instance)",
+                    f"({result.us_per_instance:.1f} us/instance{drifts})",
                     file=sys.stderr,
                 )
                 results.append(result)
@@ -158,8 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     header = (
         f"d = {args.d} (5 relevant, 20 copies), {args.segments} segments of "
         f"{args.segment:,} instances ({', '.join(args.switch or ['abrupt'])}), stationary "
-        f"{args.stationary:,}, half_life {args.half_life:g}, seeds {args.seeds}, "
-        f"reads every {args.every}, frames of {args.frame}"
+        f"{args.stationary:,}, half_life {args.half_life:g}, drift {args.drift}, "
+        f"seeds {args.seeds}, reads every {args.every}, frames of {args.frame}"
     )
     if args.plots:
         written = drift_report.plot(results, Path(args.plots))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -200,6 +200,17 @@ def instances_sdk(
     )
 
 
+class ReadBack(NamedTuple):
+    """What ``instances_read_back`` saw of one stream."""
+
+    #: (instances seen, selected names) after each call.
+    selections: list[tuple[int, list[str]]]
+    #: Seconds spent in ``stream_instances`` calls (the reads not counted).
+    seconds: float
+    #: The stream's log events of the type asked for, in log order; None if none was.
+    events: list[dict[str, Any]] | None
+
+
 def instances_read_back(
     url: str,
     X: Any,
@@ -211,11 +222,13 @@ def instances_read_back(
     every: int,
     frame: int,
     target_type: str | None = None,
-) -> tuple[list[tuple[int, list[str]]], float]:
+    event_type: str | None = None,
+) -> ReadBack:
     """``stream_instances`` of ``every`` rows at a time, the selection read after each.
 
-    Returns the selections (instances seen, selected names) and the seconds
-    spent streaming (the reads not counted). The stream is deleted at the end.
+    With ``event_type`` (``"drift"``), the stream's events of that type are
+    read from its log (``GET /events``, page by page) after the last call.
+    The stream is deleted at the end.
     """
     c = Client(url, timeout=3600)
     with c:
@@ -230,9 +243,12 @@ def instances_read_back(
                 s.stream_instances(X[lo:hi], None if y is None else y[lo:hi], batch_size=frame)
                 seconds += time.perf_counter() - t0
                 selections.append((hi, list(s.selected().names)))
+            events = None
+            if event_type is not None:
+                events = [e.raw for e in s.iter_events() if e.type == event_type]
         finally:
             s.delete()
-    return selections, seconds
+    return ReadBack(selections, seconds, events)
 
 
 def _frames(
@@ -254,6 +270,7 @@ def _sid() -> str:
 __all__ = [
     "CALLS",
     "CountingClient",
+    "ReadBack",
     "features_sdk",
     "instances_read_back",
     "instances_sdk",
