@@ -174,6 +174,13 @@ class Settings(BaseSettings):
         description="File of 'tenant:<sha256 hex of key>' lines; when set, every /v1 route "
         "and the WebSocket need Authorization: Bearer <key>. Re-read on change or SIGHUP.",
     )
+    ws_allowed_origins: str = Field(
+        "",
+        description="Comma-separated origins (scheme://host[:port]) of web pages that may "
+        "open WebSockets besides the server's own pages; '*' allows any. A browser names "
+        "the page's origin in every WebSocket handshake: others are refused (403). "
+        "Clients that are not browsers send no Origin and are not affected.",
+    )
     ws_max_inflight: int = Field(
         64,
         ge=1,

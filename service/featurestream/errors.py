@@ -195,9 +195,8 @@ class UnsupportedMediaType(FeatureStreamError):
     """The request body's content type is not one the endpoint reads."""
 
     def __init__(self, media_type: str, supported: tuple[str, ...]) -> None:
-        super().__init__(
-            f"Unsupported content type {media_type!r}; send one of {', '.join(supported)}."
-        )
+        said = f"Unsupported content type {media_type!r}" if media_type else "No Content-Type"
+        super().__init__(f"{said}; send one of {', '.join(supported)}.")
         self.media_type = media_type
         self.supported = supported
 

@@ -20,6 +20,7 @@ from featurestream.api.metrics import Metrics
 from featurestream.api.middleware import (
     AuthBeforeBody,
     BodyLimitMiddleware,
+    ContentTypeGate,
     MetricsMiddleware,
     RequestContextMiddleware,
     SelectionReads,
@@ -115,6 +116,7 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
     # Outside the body limit: a request without a valid key is refused before its body
     # is read at all.
     app.add_middleware(AuthBeforeBody)
+    app.add_middleware(ContentTypeGate)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     # Outermost: every log line of a request, and its response, carry the request id.
     app.add_middleware(RequestContextMiddleware)

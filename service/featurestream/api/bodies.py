@@ -16,7 +16,8 @@ NPZ_MEDIA_TYPE = "application/x-npz"
 
 
 def media_type(request: Request) -> str:
-    return request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    """The body's media type ("" without a Content-Type: no route reads it)."""
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
 def header_list(request: Request, name: str) -> list[str] | None:

@@ -24,6 +24,7 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from featurestream.api import problems
+from featurestream.api.bodies import NPY_MEDIA_TYPE, NPZ_MEDIA_TYPE
 from featurestream.api.metrics import Metrics
 from featurestream.api.routes.selection import selection_response
 from featurestream.api.tenancy import STREAM_ID_PATTERN, scoped_id, tenant_of
@@ -32,6 +33,7 @@ from featurestream.errors import (
     PayloadTooLarge,
     RequestTimeout,
     StoreUnavailable,
+    UnsupportedMediaType,
 )
 from featurestream.logs import access_log, request_id_var
 
@@ -135,6 +137,31 @@ class AuthBeforeBody:
             except FeatureStreamError as exc:
                 await problems.problem_for(exc)(scope, receive, send)
                 return
+        await self.app(scope, receive, send)
+
+
+class ContentTypeGate:
+    """415 for a ``/v1`` request with a body but no ``Content-Type``.
+
+    A web page may send a body without a preflight only as ``text/plain``,
+    form data, or with no type at all (``fetch(..., {mode: "no-cors"})``): a
+    body must say it is JSON, npy or npz for any route to read it, so another
+    site's page cannot write to a server it can reach (docs/operations.md).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] == "http"
+            and scope["path"].startswith("/v1/")
+            and _has_body(scope)
+            and not any(key == b"content-type" for key, _ in scope.get("headers", ()))
+        ):
+            refused = UnsupportedMediaType("", ("application/json", NPY_MEDIA_TYPE, NPZ_MEDIA_TYPE))
+            await problems.problem_for(refused)(scope, receive, send)
+            return
         await self.app(scope, receive, send)
 
 

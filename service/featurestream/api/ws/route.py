@@ -119,11 +119,27 @@ async def receive_key(websocket: WebSocket) -> str | None:
     return parse_auth_message(message.get("text", message.get("bytes")))
 
 
+def origin_allowed(websocket: WebSocket, allowed: str) -> bool:
+    """Whether the page that opens this socket may: no Origin (not a browser), the
+    server's own origin, or one of ``allowed`` (comma-separated; ``*``: any)."""
+    origin = websocket.headers.get("origin")
+    if origin is None:
+        return True
+    origin = origin.strip().lower().rstrip("/")
+    host = websocket.headers.get("host", "").strip().lower()
+    listed = {o.strip().lower().rstrip("/") for o in allowed.split(",") if o.strip()}
+    return "*" in listed or origin in listed or origin in (f"http://{host}", f"https://{host}")
+
+
 @router.websocket("/{stream_id}/ws")
 async def stream_socket(websocket: WebSocket, stream_id: str) -> None:
     """Frames of instances in, ``ack``/``error``/``selection`` messages out."""
     sessions: Sessions = websocket.app.state.ws_sessions
     settings = websocket.app.state.settings
+    if not origin_allowed(websocket, settings.ws_allowed_origins):
+        # Refused before the handshake completes: the browser sees a 403.
+        await websocket.close(WS_1008_POLICY_VIOLATION, "origin not allowed")
+        return
     await websocket.accept()
     if sessions.closing:
         await websocket.close(WS_1013_TRY_AGAIN_LATER, "server shutting down")
@@ -173,6 +189,7 @@ __all__ = [
     "AUTH_MESSAGE_SECONDS",
     "CLOSE_CODES",
     "auth_mode",
+    "origin_allowed",
     "parse_auth_message",
     "parse_query",
     "router",
