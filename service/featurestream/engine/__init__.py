@@ -1,9 +1,11 @@
 """The stream engine: applies writes to streams kept in a state store.
 
-``core.py`` holds :class:`StreamEngine`; ``cache.py`` the streams this
-process holds decoded; ``sequencing.py`` the rule for a producer's seq;
-``frames.py`` the group commit of WebSocket frames; ``results.py`` the typed
-results; ``wire.py`` every document sent to clients.
+``core.py`` holds :class:`StreamEngine`; ``transact.py`` the write
+transaction it is built on (load, apply, compare-and-set commit, retry);
+``cache.py`` the streams this process holds decoded; ``sequencing.py`` the
+rule for a producer's seq; ``frames.py`` the group commit of WebSocket
+frames; ``results.py`` the typed results; ``wire.py`` every document sent
+to clients.
 """
 
 from __future__ import annotations
