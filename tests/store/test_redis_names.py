@@ -81,7 +81,7 @@ async def test_names_go_to_the_log_as_one_entry_and_a_duplicate_writes_nothing(
     assert await _raw(store, "LRANGE", k.names_ids, 0, -1) == [b"c1"]
     # This process's copy took the names it committed, without reading them back (in a
     # thread, after the answer: its lock is free once they are in).
-    copy = store._names.get("s", "inc-1")
+    copy = store._commits.names.get("s", "inc-1")
     async with copy.lock:
         pass
     assert (copy.chunks, copy.head, len(copy.seen)) == (1, "c1", 5000)
@@ -102,7 +102,7 @@ async def test_the_next_write_sees_the_names_of_a_large_one_at_once(store: Redis
     assert await store.commit("s", _commit(0, "c1", "", names)) == 1
     with pytest.raises(DuplicateNames):
         await store.commit("s", _commit(1, "c2", "c1", ["g", names[-1]]))
-    copy = store._names.get("s", "inc-1")
+    copy = store._commits.names.get("s", "inc-1")
     assert (copy.chunks, copy.head, len(copy.seen)) == (1, "c1", len(names))
 
 
@@ -134,18 +134,18 @@ async def test_the_script_refuses_names_unless_the_log_ends_where_they_were_look
     k = stream_keys(store._prefix, "s")
     assert await store.commit("s", _commit(0, "c1", "", ["a"])) == 1
     # Straight to the script, as if the lookup had seen an empty log: -4, nothing written.
-    assert await store._commit_script("s", k, _commit(1, "c2", "c1", ["a"]), (0, "")) == (
+    assert await store._commits.script("s", k, _commit(1, "c2", "c1", ["a"]), (0, "")) == (
         -4,
         False,
     )
     # Or a log of one entry that is not the last one.
-    assert await store._commit_script("s", k, _commit(1, "c2", "c1", ["a"]), (1, "x")) == (
+    assert await store._commits.script("s", k, _commit(1, "c2", "c1", ["a"]), (1, "x")) == (
         -4,
         False,
     )
     assert (await store.load("s")).version == 1
     assert await _log(store) == [["a"]]
-    assert await store._commit_script("s", k, _commit(1, "c2", "c1", ["b"]), (1, "c1")) == (
+    assert await store._commits.script("s", k, _commit(1, "c2", "c1", ["b"]), (1, "c1")) == (
         2,
         True,
     )
@@ -167,20 +167,20 @@ async def test_a_copy_the_log_no_longer_starts_with_is_read_again(
     await _raw(store, "RPUSH", k.names_ids, "c9")
     await _raw(store, "HSET", k.meta, "commit_id", "c9")
     scripts: list[tuple[int, str]] = []  # where each commit script expects the log to end
-    run_script = store._commit_script
+    run_script = store._commits.script
 
     async def watched(*args: Any) -> tuple[int, bool]:
         scripts.append(args[3])
         return await run_script(*args)
 
-    monkeypatch.setattr(store, "_commit_script", watched)
+    monkeypatch.setattr(store._commits, "script", watched)
     with pytest.raises(DuplicateNames):
         await store.commit("s", _commit(2, "c3", "c9", ["other"]))
     # The read found the copy stale and read the log anew before the lookup: no script
     # ran on the stale copy (the script's own check would have refused it, -4).
     assert scripts == []
     # The stale names went to be freed, refused write or not.
-    assert store._names.take_garbage() == []
+    assert store._commits.names.take_garbage() == []
     assert await store.commit("s", _commit(2, "c3", "c9", ["lost"])) == 3
     assert scripts == [(2, "c9")]
     assert await _log(store) == [["a"], ["other"], ["lost"]]
