@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from featurestream.errors import InvalidInput
 from featurestream.selectors import drift
+from featurestream.selectors.batch_labels import label_list
 from featurestream.selectors.checks import (
     check_codes,
     feature_batch,
@@ -39,7 +40,7 @@ from featurestream.selectors.checks import (
 # new code imports them from the package.
 from featurestream.selectors.decisions import Decision, InstanceUpdate, ScoreKind, SelectedFeature
 from featurestream.selectors.params import Params
-from featurestream.selectors.targets import LEGACY, label_list, refuse_multiclass
+from featurestream.selectors.targets import LEGACY, refuse_multiclass
 
 # Largest dense block (float64 elements, 128 MiB) a sparse batch is expanded to at once.
 _DENSE_BLOCK = 1 << 24

@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from featurestream.selectors import drift
 from featurestream.selectors.base import JSON, InstanceSelector, Matrix, Vector
+from featurestream.selectors.batch_labels import signs, typed_labels
 from featurestream.selectors.decisions import (
     InstanceUpdate,
     ScoreKind,  # scores
@@ -33,7 +34,6 @@ from featurestream.selectors.decisions import (
 from featurestream.selectors.forgetting import HALF_LIFE, HALF_LIFE_DESCRIPTION, retention
 from featurestream.selectors.params import Boolean, Interval, Params, StrOptions
 from featurestream.selectors.prequential import no_flags, tally
-from featurestream.selectors.targets import signs, typed_labels
 from featurestream.stats.fires import fires_update, fires_update_ovr, fires_weights, top_m
 from featurestream.stats.scaling import standardise_running
 from featurestream.stats.sparse import is_sparse
@@ -122,7 +122,7 @@ class FIRESState:
     batches_seen: int = 0
     # The declared or resolved target_type ("" for a stream created before target
     # types: numeric binary labels), the classes seen (sorted) and the first label
-    # seen (selectors/targets.py, instance_labels_typed).
+    # seen (selectors/batch_labels.py, instance_labels_typed).
     target_type: str = ""
     classes: tuple[Any, ...] = ()
     first_label: Any = None
@@ -391,7 +391,7 @@ def _grow_models(
 
 
 def _sign(label: Any, first: Any) -> float:
-    """The binary rule's code (-1 or +1) of one class (selectors/targets.py, signs)."""
+    """The binary rule's code (-1 or +1) of one class (selectors/batch_labels.py, signs)."""
     return float(signs([label], first)[0])
 
 

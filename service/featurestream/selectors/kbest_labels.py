@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from featurestream.errors import InvalidInput
-from featurestream.selectors.targets import LEGACY, class_codes, merged_classes, resolve_target
+from featurestream.selectors.batch_labels import merged_classes
+from featurestream.selectors.targets import LEGACY, class_codes, resolve_target
 
 CONTINUOUS = "continuous"
 

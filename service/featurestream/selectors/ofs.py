@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from featurestream.selectors import drift
 from featurestream.selectors.base import JSON, InstanceSelector, Vector
+from featurestream.selectors.batch_labels import sign_code, typed_labels
 from featurestream.selectors.decisions import (
     InstanceUpdate,
     ScoreKind,  # scores
@@ -33,7 +34,6 @@ from featurestream.selectors.decisions import (
 from featurestream.selectors.forgetting import HALF_LIFE, retention
 from featurestream.selectors.params import Interval, Params, StrOptions
 from featurestream.selectors.prequential import no_flags, tally
-from featurestream.selectors.targets import sign_code, typed_labels
 from featurestream.stats.sparse import is_sparse
 
 Index = np.ndarray[Any, np.dtype[np.intp]]
@@ -131,7 +131,7 @@ class OFSState:
     scale_maxabs: Vector = field(default_factory=lambda: np.zeros(0))
     # The declared or resolved target_type ("" for a stream created before target
     # types: numeric binary labels), the classes seen (sorted) and the first label
-    # seen (selectors/targets.py, instance_labels_typed).
+    # seen (selectors/batch_labels.py, instance_labels_typed).
     target_type: str = ""
     classes: tuple[Any, ...] = ()
     first_label: Any = None

@@ -14,7 +14,8 @@ selectors of feature streams see the classes coded 0..K-1 in that order, so any
 two labels of a binary target are 0 and 1 (:func:`binary_codes`). The multi-class rules
 (one indicator column per class) apply from K = 3 on: with two classes every
 algorithm uses its binary rule, so a two-class target decides the same
-whatever its labels are or how it was declared.
+whatever its labels are or how it was declared. The labels of an instance
+stream's batches are resolved against its target in ``batch_labels.py``.
 
 >>> t = resolve_target(["b", "a", "c", "a"])
 >>> t.target_type, t.classes, t.y.tolist(), t.n_classes
@@ -73,7 +74,7 @@ def check_target_type(target_type: str, *, field: str = "target_type") -> str:
     return target_type
 
 
-def _plain(v: Any) -> Label:
+def plain_label(v: Any) -> Label:
     """A label as JSON shows it: an integral number as an int, a string as it is."""
     if isinstance(v, str):
         return v
@@ -83,7 +84,7 @@ def _plain(v: Any) -> Label:
     return f
 
 
-def _labels(values: Sequence[Any] | npt.ArrayLike, field: str) -> tuple[list[Label], bool]:
+def plain_labels(values: Sequence[Any] | npt.ArrayLike, field: str) -> tuple[list[Label], bool]:
     """The labels as plain values, and whether they are numbers."""
     items = values.tolist() if isinstance(values, np.ndarray) else list(values)  # type: ignore[arg-type]
     if not items:
@@ -106,7 +107,7 @@ def _labels(values: Sequence[Any] | npt.ArrayLike, field: str) -> tuple[list[Lab
             )
         if not math.isfinite(float(v)):
             raise InvalidInput("The target contains NaN or infinite values.", field=field)
-    return [_plain(v) for v in items], True
+    return [plain_label(v) for v in items], True
 
 
 def _auto(labels: list[Label], numeric: bool, distinct: int) -> str:
@@ -119,7 +120,7 @@ def _auto(labels: list[Label], numeric: bool, distinct: int) -> str:
     return "multiclass" if distinct <= K_MAX else "continuous"
 
 
-def _numeric(values: Any) -> FloatArray | None:
+def numeric_labels(values: Any) -> FloatArray | None:
     """Labels that are plainly numbers as a float64 vector; None for anything else.
 
     A 1-D array of integers or floats, or a list of plain ints and floats (not
@@ -140,9 +141,9 @@ def _numeric(values: Any) -> FloatArray | None:
     return None
 
 
-def _plain_classes(distinct: FloatArray) -> list[Label]:
-    """Sorted distinct numbers as :func:`_plain` labels (what ``sorted(set(labels))`` gives)."""
-    return [_plain(v) for v in distinct.tolist()]
+def plain_classes(distinct: FloatArray) -> list[Label]:
+    """Sorted distinct numbers as :func:`plain_label` gives them (``sorted(set(labels))``)."""
+    return [plain_label(v) for v in distinct.tolist()]
 
 
 def _resolve_numeric(a: FloatArray, target_type: str, field: str) -> Target:
@@ -153,7 +154,7 @@ def _resolve_numeric(a: FloatArray, target_type: str, field: str) -> Target:
         raise InvalidInput("The target contains NaN or infinite values.", field=field)
     distinct = np.unique(a)
     if target_type == "auto":
-        # The integers are those _plain turns into ints.
+        # The integers are those plain_label turns into ints.
         integral = bool(np.all((a == np.floor(a)) & (np.abs(a) < 2.0**53)))
         if not integral:
             resolved = "continuous"
@@ -163,7 +164,7 @@ def _resolve_numeric(a: FloatArray, target_type: str, field: str) -> Target:
             resolved = "multiclass" if distinct.shape[0] <= K_MAX else "continuous"
     else:
         resolved = target_type
-    # + 0.0: a -0.0 label is the class 0, as _plain makes it.
+    # + 0.0: a -0.0 label is the class 0, as plain_label makes it.
     if resolved == "continuous":
         return Target("continuous", (), a + 0.0, 0)
     k = distinct.shape[0]
@@ -178,7 +179,7 @@ def _resolve_numeric(a: FloatArray, target_type: str, field: str) -> Target:
             f"A multi-class target has at most {MAX_CLASSES} classes; got {k}.",
             field=field,
         )
-    classes = tuple(_plain_classes(distinct))
+    classes = tuple(plain_classes(distinct))
     # Classes are coded by their sorted position, two classes (binary) included.
     y = np.searchsorted(distinct, a).astype(np.float64)
     return Target(resolved, classes, y, k if resolved == "multiclass" and k >= 3 else 0)
@@ -189,10 +190,10 @@ def resolve_target(
 ) -> Target:
     """Resolve ``target_type`` for these labels and code them (docs/algorithms.md, "Targets")."""
     check_target_type(target_type)
-    a = _numeric(values)
+    a = numeric_labels(values)
     if a is not None:
         return _resolve_numeric(a, target_type, field)
-    labels, numeric = _labels(values, field)
+    labels, numeric = plain_labels(values, field)
     classes = sorted(set(labels))
     resolved = _auto(labels, numeric, len(classes)) if target_type == "auto" else target_type
     if resolved == "continuous":
@@ -227,7 +228,7 @@ def codes(
     index = {c: i for i, c in enumerate(classes)}
     out = np.empty(len(items), dtype=np.float64)
     for i, v in enumerate(items):
-        key = v if isinstance(v, str) else _plain(v) if _is_number(v) else None
+        key = v if isinstance(v, str) else plain_label(v) if is_number(v) else None
         code = index.get(key) if key is not None else None
         if code is None:
             shown = ", ".join(repr(c) for c in classes[:10])
@@ -240,7 +241,8 @@ def codes(
     return out
 
 
-def _is_number(v: Any) -> bool:
+def is_number(v: Any) -> bool:
+    """Whether ``v`` is a finite number label (not a bool)."""
     return (
         not isinstance(v, bool)
         and isinstance(v, (int, float, np.integer, np.floating))
@@ -286,180 +288,6 @@ def refuse_continuous(algorithm: str, distinct: int, *, binary_only: bool) -> No
     )
 
 
-@dataclass(frozen=True)
-class Labels:
-    """A batch of an instance stream's labels, resolved against the stream's target.
-
-    ``values``: +-1 under the binary rule, the class codes 0..K-1 (sorted
-    order of ``classes``) under the multi-class rule (``multiclass`` is True).
-    ``target_type``, ``classes`` and ``first`` are the stream's after the batch.
-    """
-
-    values: FloatArray
-    multiclass: bool
-    target_type: str
-    classes: tuple[Label, ...]
-    first: Label | None
-
-
-def label_list(y: Any, m: int) -> list[Any] | FloatArray:
-    """A batch's m labels: a float64 array when they are numbers in an array, else a list.
-
-    Numbers or strings; they are checked when resolved.
-    """
-    if isinstance(y, np.ndarray) and y.dtype.kind in "iuf":
-        numbers = np.asarray(y.reshape(-1), dtype=np.float64)
-        if numbers.shape[0] != m:
-            raise InvalidInput(f"Expected {m} labels, got {numbers.shape[0]}.", field="y")
-        return numbers
-    items = y.reshape(-1).tolist() if isinstance(y, np.ndarray) else list(y)
-    if len(items) != m:
-        raise InvalidInput(f"Expected {m} labels, got {len(items)}.", field="y")
-    return items
-
-
-def instance_labels_typed(
-    algorithm: str,
-    accepts_multiclass: bool,
-    target_type: str,
-    classes: tuple[Label, ...],
-    first: Label | None,
-    y: Sequence[Any] | npt.ArrayLike,
-    *,
-    any_two: bool = False,
-) -> Labels:
-    """Resolve a labelled batch of a classifying instance stream (OFS, FIRES).
-
-    ``auto`` is resolved from the first labelled batch; the classes are the
-    labels seen so far (a binary stream holds at most two). Up to two classes,
-    whatever the labels and the declared type, take the binary rule: any two
-    labels, numbers or strings, coded by :func:`signs` (first label seen), or
-    with ``any_two`` by :func:`sign_code` (sorted label order; the learner flips
-    its sign when the second class shows the first was the higher). The
-    multi-class rule (class codes) applies from the third class on.
-    """
-    batch = resolve_target(y, "auto" if target_type == "auto" else target_type, field="y")
-    resolved = batch.target_type if target_type == "auto" else target_type
-    if resolved == "continuous":
-        raise InvalidInput(
-            "Labels must be class labels; these look continuous (not all integers, or more "
-            f"than 100 values), and {algorithm} learns classes. "
-            'Declare target_type "binary" or "multiclass".',
-            field="y",
-        )
-    a = _numeric(y)
-    labels: Sequence[Label] = _labels(y, "y")[0] if a is None else ()
-    new_classes = merged_classes(classes, batch.classes, resolved)
-    if resolved == "multiclass" and not accepts_multiclass and len(new_classes) > 2:
-        refuse_multiclass(algorithm, len(new_classes), field="y")
-    if first is None:
-        first = labels[0] if a is None else _plain(a[0])
-    if resolved == "multiclass" and accepts_multiclass and len(new_classes) >= 3:
-        if a is not None:
-            # Numbers among numeric classes (mixing was refused above): positions
-            # in the sorted classes, as codes() finds them.
-            at = np.searchsorted(np.array(new_classes, dtype=np.float64), a)
-            return Labels(at.astype(np.float64), True, resolved, new_classes, first)
-        return Labels(codes(labels, new_classes, field="y"), True, resolved, new_classes, first)
-    if any_two:
-        if a is not None:
-            distinct = np.unique(a)
-            table = np.array([sign_code(v, new_classes) for v in _plain_classes(distinct)])
-            pm = table[np.searchsorted(distinct, a)]
-        else:
-            pm = np.array([sign_code(v, new_classes) for v in labels])
-        return Labels(pm, False, resolved, new_classes, first)
-    return Labels(signs(labels if a is None else a, first), False, resolved, new_classes, first)
-
-
-def merged_classes(
-    classes: tuple[Label, ...], batch: tuple[Label, ...], resolved: str
-) -> tuple[Label, ...]:
-    """An instance stream's classes after a batch: those seen so far and the batch's, sorted.
-
-    Refuses (InvalidInput) numbers after strings or the other way round, a third
-    class of a binary target, and more than MAX_CLASSES classes.
-    """
-    merged = set(classes) | set(batch)
-    if len({isinstance(c, str) for c in merged}) > 1:
-        raise InvalidInput(
-            "Labels must be all numbers or all strings, like the stream's earlier labels "
-            f"({', '.join(repr(c) for c in classes[:5])}).",
-            field="y",
-        )
-    new_classes = tuple(sorted(merged))
-    if resolved == "binary" and len(new_classes) > 2:
-        raise InvalidInput(
-            f"This stream's target is binary; labels {', '.join(map(repr, new_classes[:5]))} "
-            'make more than 2 classes (create the stream with target_type "multiclass").',
-            field="y",
-        )
-    if len(new_classes) > MAX_CLASSES:
-        raise InvalidInput(f"A stream has at most {MAX_CLASSES} classes.", field="y")
-    return new_classes
-
-
-def signs(labels: Sequence[Label] | FloatArray, first: Label) -> FloatArray:
-    """A two-class instance stream's labels as -1 and +1 (the binary rule).
-
-    The first label the stream saw is -1 and the other class +1, except that
-    the number 1 is always +1, so 0/1 and -1/+1 map as they always did (0 and
-    -1 are -1). The coding is fixed by the first labelled instance, whatever
-    the labels are and whichever class comes first; OFS and FIRES (with
-    ``mu_init`` 0) are symmetric under y -> -y, so their selections do not
-    depend on it.
-
-    >>> signs(np.array([7.0, 5.0]), 7).tolist(), signs(["b", "a"], "a").tolist()
-    ([-1.0, 1.0], [1.0, -1.0])
-    >>> signs(np.array([0.0, 1.0]), 1).tolist(), signs(np.array([2.0, 1.0]), 1).tolist()
-    ([-1.0, 1.0], [-1.0, 1.0])
-    """
-    flip = -1.0 if first == 1 and not isinstance(first, str) else 1.0
-    if isinstance(labels, np.ndarray):
-        return np.where(labels == first, -flip, flip)
-    return np.array([-flip if v == first else flip for v in labels])
-
-
-def sign_code(label: Label, classes: tuple[Label, ...]) -> float:
-    """The +-1 code of a label among a binary stream's classes (sorted, at most two).
-
-    Of two classes the lower codes -1 and the higher +1. While a stream has
-    seen one class, 0 and -1 code -1, 1 codes +1 (as in {0, 1} and {-1, +1})
-    and any other label -1; the second class may then show that the first
-    was the higher one, and the learner flips its sign (OFS is symmetric
-    under y -> -y).
-
-    >>> sign_code(5, (5, 7)), sign_code("b", ("a", "b")), sign_code(1, (1,)), sign_code(7, (7,))
-    (-1.0, 1.0, 1.0, -1.0)
-    """
-    if len(classes) == 2:
-        return -1.0 if label == classes[0] else 1.0
-    return 1.0 if _is_number(label) and label == 1 else -1.0
-
-
-def typed_labels(
-    selector: Any, y: Any, *, any_two: bool = False
-) -> tuple[dict[str, Any], FloatArray]:
-    """The State fields a labelled batch changes and its labels (+-1 or class codes).
-
-    A stream created before target types (``target_type`` "") keeps its rule:
-    numeric labels in {0, 1} or {-1, +1}.
-    """
-    from featurestream.selectors.checks import binary_labels
-
-    s = selector.state
-    if y is not None and len(y) == 0:
-        return {}, np.zeros(0)  # an empty batch resolves nothing
-    if s.target_type == LEGACY:
-        return {}, binary_labels(y if y is not None else np.zeros(0))
-    got = instance_labels_typed(
-        selector.name, selector.accepts_multiclass, s.target_type, s.classes, s.first_label, y,
-        any_two=any_two,
-    )  # fmt: skip
-    fields = {"target_type": got.target_type, "classes": got.classes, "first_label": got.first}
-    return fields, got.values
-
-
 def class_codes(
     labels: Sequence[Any] | npt.ArrayLike, *, field: str = "y"
 ) -> tuple[tuple[Label, ...], FloatArray]:
@@ -472,16 +300,16 @@ def class_codes(
     >>> class_codes(["pos", "neg"])[1].tolist()
     [1.0, 0.0]
     """
-    a = _numeric(labels)
+    a = numeric_labels(labels)
     if a is not None:
         if a.shape[0] == 0:
             raise InvalidInput("The target must not be empty.", field=field)
         if not np.isfinite(a).all():
             raise InvalidInput("The target contains NaN or infinite values.", field=field)
         distinct = np.unique(a)
-        classes = tuple(_plain_classes(distinct))
+        classes = tuple(plain_classes(distinct))
         return classes, np.searchsorted(distinct, a).astype(np.float64)
-    items = _labels(labels, field)[0]
+    items = plain_labels(labels, field)[0]
     classes = tuple(sorted(set(items)))
     return classes, codes(items, classes, field=field)
 
@@ -515,7 +343,7 @@ def binary_signs(labels: Sequence[Any] | npt.ArrayLike, *, field: str = "y") -> 
     >>> binary_signs([2, 1, 2]).tolist(), binary_signs([1, 1]).tolist()
     ([1.0, -1.0, 1.0], [1.0, 1.0])
     """
-    a = _numeric(labels)
+    a = numeric_labels(labels)
     if a is not None and a.size and (np.isin(a, (0.0, 1.0)).all() or np.isin(a, (-1.0, 1.0)).all()):
         return np.where(a == 1.0, 1.0, -1.0)
     return 2.0 * binary_codes(labels, field=field) - 1.0
@@ -562,7 +390,6 @@ __all__ = [
     "MAX_CLASSES",
     "TARGET_TYPES",
     "Label",
-    "Labels",
     "Target",
     "binary_codes",
     "binary_signs",
@@ -571,14 +398,14 @@ __all__ = [
     "codes",
     "discrete_target",
     "indicators",
-    "instance_labels_typed",
-    "label_list",
-    "merged_classes",
+    "is_number",
     "multiclass_algorithms",
+    "numeric_labels",
+    "plain_classes",
+    "plain_label",
+    "plain_labels",
     "refuse_continuous",
     "refuse_multiclass",
     "resolve_target",
-    "signs",
     "target_columns",
-    "typed_labels",
 ]

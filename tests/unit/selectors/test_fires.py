@@ -360,7 +360,7 @@ def test_sparse_stream_agrees_with_a_plain_dense_transcription() -> None:
 def test_labels_of_a_known_binary_target_take_the_vectorised_path_to_the_same_result() -> None:
     # typed_labels answers a batch of known binary labels without the general
     # resolution; its answer (and its refusals) must be the general path's.
-    from featurestream.selectors.targets import instance_labels_typed, typed_labels
+    from featurestream.selectors.batch_labels import instance_labels_typed, typed_labels
 
     rng = np.random.default_rng(17)
     pools: list[list[object]] = [[0, 1], [0.0, 1.0, 1], [-1, 1], [-1.0, 1.0], [0, 1, 2], [0, -1]]

@@ -363,7 +363,7 @@ def test_numeric_instance_labels_resolve_as_the_general_rules(
     target_type: str,
     accepts_multiclass: bool,
 ) -> None:
-    from featurestream.selectors.targets import instance_labels_typed
+    from featurestream.selectors.batch_labels import instance_labels_typed
 
     first = previous[0] if previous else None
 
