@@ -84,12 +84,15 @@ def messages(streams: int, count: int, seed: int, started: set[str] | None = Non
 _LOGS: dict[int, str] = {}  # a consumer process's pid: the file its log goes to
 
 
-def consumer(store_url: str, prefix: str, source: str, name: str) -> subprocess.Popen[bytes]:
-    """``featurestream consume SOURCE`` in a child process, on the store ``store_url``; its
-    log goes to a file that :func:`started` reads."""
+def consumer(
+    store_url: str, prefix: str, source: str, name: str, *extra: str
+) -> subprocess.Popen[bytes]:
+    """``featurestream consume SOURCE`` (and ``extra`` options) in a child process, on the
+    store ``store_url``; its log goes to a file that :func:`started` reads."""
     exe = shutil.which("featurestream")
     cmd = [exe] if exe else [sys.executable, "-m", "featurestream"]
     cmd += ["consume", source, "--store", store_url, "--name", name, "--log-level", "info"]
+    cmd += extra
     env = {**os.environ, "FEATURESTREAM_KEY_PREFIX": prefix}
     fd, path = tempfile.mkstemp(prefix=f"consume-{name}-", suffix=".log")
     try:

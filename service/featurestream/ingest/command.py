@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import logging
 import signal
+import sys
 from typing import TYPE_CHECKING, Any
 
 from featurestream.config import Settings
@@ -86,19 +87,63 @@ def _run(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {"store_url": args.store, "log_level": args.log_level}
     settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
     configure_logging(settings.log_level)
+    if args.status:
+        return _status(args.source, as_json=args.json)
 
     async def main() -> None:
+        from featurestream.ingest.metrics import MetricsServer
+        from featurestream.ingest.stats import ConsumerStats
+
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await consume(args.source, settings, tenant=args.tenant, name=args.name, stop=stop)
+        stats = ConsumerStats()
+        metrics = None
+        if args.metrics_port is not None:
+            metrics = MetricsServer(args.source, stats, args.metrics_host, args.metrics_port)
+            metrics.start()
+            log.info("consumer metrics on http://%s/metrics", metrics.where)
+        try:
+            await consume(
+                args.source, settings, tenant=args.tenant, name=args.name, stop=stop, stats=stats
+            )
+        finally:
+            if metrics is not None:
+                metrics.stop()
 
     try:
         asyncio.run(main())
-    except InvalidInput as exc:
-        log.error("featurestream consume: %s", exc.message)
+    except (InvalidInput, OSError) as exc:
+        log.error("featurestream consume: %s", getattr(exc, "message", exc))
         return 2
+    return 0
+
+
+def _status(source: str, *, as_json: bool) -> int:
+    """Print the group's lag per partition (``--status``)."""
+    import json
+
+    from featurestream.ingest.lag import group_lag
+
+    try:
+        parts = asyncio.run(group_lag(source))
+    except InvalidInput as exc:
+        print(f"featurestream consume --status: {exc.message}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # the log does not answer
+        print(f"featurestream consume --status: cannot read {source}: {exc}", file=sys.stderr)
+        return 1
+    if as_json:
+        doc = [{"partition": p.partition, "lag": p.lag, "pending": p.pending} for p in parts]
+        print(json.dumps({"partitions": doc}))
+        return 0
+    width = max([len("partition"), *(len(p.partition) for p in parts)])
+    print(f"{'partition':<{width}}  {'lag':>10}  {'pending':>10}")
+    for p in parts:
+        lag = "-" if p.lag is None else str(p.lag)
+        pending = "-" if p.pending is None else str(p.pending)
+        print(f"{p.partition:<{width}}  {lag:>10}  {pending:>10}")
     return 0
 
 
@@ -118,6 +163,20 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--tenant", help="The tenant whose streams the messages name.")
     p.add_argument("--name", help="This consumer's name in its group (default: host-pid).")
     p.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug"])
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        help="Serve this consumer's Prometheus metrics (and its group's lag) on this port.",
+    )
+    p.add_argument(
+        "--metrics-host", default="127.0.0.1", help="Address of the metrics (0.0.0.0 in pods)."
+    )
+    p.add_argument(
+        "--status",
+        action="store_true",
+        help="Print the group's lag and pending messages per partition, and exit.",
+    )
+    p.add_argument("--json", action="store_true", help="With --status: one JSON document.")
     p.set_defaults(func=_run)
 
 
