@@ -1,4 +1,7 @@
-"""Reading request bodies: media types and headers (arrays: ``arrays.py``; JSON: ``jsonbodies.py``).
+"""Reading request bodies: media types and headers.
+
+Arrays are read by ``arrays.py`` (.npy) and ``npz.py`` (.npz), JSON by
+``jsonbodies.py``.
 
 Everything here validates before anything is applied, so a bad request
 changes nothing.

@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import ValidationError
 
-from featurestream.api import arrays, jsonbodies
+from featurestream.api import arrays, jsonbodies, npz
 from featurestream.api.bodies import NPY_MEDIA_TYPE, NPZ_MEDIA_TYPE
 from featurestream.api.schemas import StreamCreate
 from featurestream.api.tenancy import valid_stream_id
@@ -128,7 +128,7 @@ def columns(message: Message, n_instances: int, settings: Settings) -> Columns:
     if kind != JSON_MEDIA_TYPE:
         bounds = arrays.Bounds.features(settings)
         if kind == NPZ_MEDIA_TYPE:
-            X, names = arrays.load_npz_columns(message.body, bounds, None)
+            X, names = npz.load_npz_columns(message.body, bounds, None)
             return Columns(names, X, None)
         return Columns(None, arrays.load_npy(message.body, bounds, vector="column").T, None)
     try:

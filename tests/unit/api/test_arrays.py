@@ -23,6 +23,7 @@ import scipy.sparse as sp
 
 from featurestream.api import arrays
 from featurestream.api.arrays import Bounds
+from featurestream.api.npz import load_npz
 from featurestream.errors import InvalidInput, LimitExceeded
 from tests.support import zip_version_needed
 
@@ -64,7 +65,7 @@ def csr_members(
 
 def refused(body: bytes, bounds: Bounds = BOUNDS) -> InvalidInput | LimitExceeded:
     with pytest.raises((InvalidInput, LimitExceeded)) as err:
-        arrays.load_npz(body, bounds)
+        load_npz(body, bounds)
     assert isinstance(err.value, (InvalidInput, LimitExceeded))
     return err.value
 
@@ -75,7 +76,7 @@ def refused(body: bytes, bounds: Bounds = BOUNDS) -> InvalidInput | LimitExceede
 @pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
 @pytest.mark.parametrize("compressed", [False, True])
 def test_csr_csc_and_coo_matrices_are_read_exactly(fmt: str, compressed: bool) -> None:
-    got, names = arrays.load_npz(npz_of(M.asformat(fmt), compressed), BOUNDS)
+    got, names = load_npz(npz_of(M.asformat(fmt), compressed), BOUNDS)
     assert names is None
     assert got.dtype == np.float64 and got.shape == M.shape
     np.testing.assert_array_equal(got.toarray(), M.toarray())
@@ -84,22 +85,22 @@ def test_csr_csc_and_coo_matrices_are_read_exactly(fmt: str, compressed: bool) -
 
 def test_integer_and_bool_values_and_sparse_arrays_are_read_too() -> None:
     ints = sp.csr_array(np.array([[0, 2], [3, 0]], dtype=np.int8))
-    got, _ = arrays.load_npz(npz_of(ints), BOUNDS)
+    got, _ = load_npz(npz_of(ints), BOUNDS)
     np.testing.assert_array_equal(got.toarray(), [[0.0, 2.0], [3.0, 0.0]])
     bools = sp.csc_matrix(np.array([[True, False], [False, True]]))
-    np.testing.assert_array_equal(arrays.load_npz(npz_of(bools), BOUNDS)[0].toarray(), np.eye(2))
+    np.testing.assert_array_equal(load_npz(npz_of(bools), BOUNDS)[0].toarray(), np.eye(2))
 
 
 def test_duplicates_and_unsorted_indices_are_summed_in_canonical_order() -> None:
     body = archive(csr_members([2, 0, 2], [0, 3], [1.0, 2.0, 3.0], (1, 3)))
-    got, _ = arrays.load_npz(body, BOUNDS)
+    got, _ = load_npz(body, BOUNDS)
     assert got.has_canonical_format
     np.testing.assert_array_equal(got.toarray(), [[2.0, 0.0, 4.0]])
 
 
 def test_empty_matrices_are_fine() -> None:
     for shape in [(0, 0), (0, 3), (3, 0)]:
-        got, _ = arrays.load_npz(npz_of(sp.csr_matrix(shape)), BOUNDS)
+        got, _ = load_npz(npz_of(sp.csr_matrix(shape)), BOUNDS)
         assert got.shape == shape and got.nnz == 0
 
 
@@ -192,7 +193,7 @@ def test_a_shape_bomb_is_refused_without_allocating() -> None:
     assert isinstance(err, LimitExceeded) and err.limit == "max_columns_per_request"
     assert peak < 1 << 20
     # A feature stream bounds no rows: that shape still costs nothing as csc.
-    got, _ = arrays.load_npz(
+    got, _ = load_npz(
         archive(csr_members([0], [0, 1, 1], [1.0], (300_000_000, 2), fmt=b"csc")),
         Bounds(1 << 28, max_columns=10),
     )
@@ -275,7 +276,7 @@ def test_malformed_archives_are_refused() -> None:
     bodies["encrypted"] = bytes(enc)
     for what, body in bodies.items():
         try:
-            arrays.load_npz(body, BOUNDS)
+            load_npz(body, BOUNDS)
         except (InvalidInput, LimitExceeded):
             continue
         pytest.fail(f"accepted: {what}")
@@ -406,7 +407,7 @@ def test_mutated_bodies_are_read_or_refused_never_anything_else() -> None:
             break
         body = _mutate(rng, seeds[i % len(seeds)])
         try:
-            got, _ = arrays.load_npz(body, BOUNDS)
+            got, _ = load_npz(body, BOUNDS)
             got.tocsc().tocsr().toarray()  # whatever was accepted converts safely
         except (InvalidInput, LimitExceeded):
             pass

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import scipy.sparse
 
-from featurestream.api.arrays import NAMES_MEMBER, Bounds, load_npz_columns, npz_names
+from featurestream.api.arrays import Bounds
+from featurestream.api.npz import NAMES_MEMBER, load_npz_columns, npz_names
 from featurestream.errors import InvalidInput
 
 LIMIT = Bounds(1 << 26)

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request, Response
 from featurestream import offload
 from featurestream.api import arrays, bodies, jsonbodies
 from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath
+from featurestream.api.npz import load_npz_columns
 from featurestream.api.problems import PROBLEM_MEDIA_TYPE
 from featurestream.api.producers import PRODUCER_PATTERN
 from featurestream.api.schemas import FeaturesAppended
@@ -90,7 +91,7 @@ async def add_features(stream_id: StreamIdPath, request: Request, engine: Engine
         def load() -> tuple[Any, list[str] | None]:
             if kind == bodies.NPZ_MEDIA_TYPE:
                 # Names may come inside the archive (names.npy) instead of the header.
-                return arrays.load_npz_columns(body, bounds, header_names)
+                return load_npz_columns(body, bounds, header_names)
             return arrays.load_npy(body, bounds, vector="column").T, header_names
 
         X, names = await offload.run(arrays.decoded_size(body), load)
