@@ -40,7 +40,8 @@ import featurestream.selectors
 from featurestream import codec
 from featurestream.errors import InvalidInput, InvalidParameter
 from featurestream.selectors import Decision, Eviction, Reason
-from featurestream.selectors.osfs import _BCF, OSFS, FastOSFS, OSFSParams, OSFSState
+from featurestream.selectors.osfs import OSFS, FastOSFS, OSFSParams, OSFSState
+from featurestream.selectors.osfs_bcf import BCF
 from featurestream.stats.columns import cross_dots, standardize_rows
 from featurestream.stats.discrete import g2_test
 from featurestream.stats.fisher_z import fisher_z, partial_correlation
@@ -284,7 +285,7 @@ def test_discrete_relevance_score_is_statistic_over_df():
 
 
 def _recording_bcf(max_k: int, answers: dict[tuple[int, ...], bool] | None = None):
-    bcf = _BCF.__new__(_BCF)
+    bcf = BCF.__new__(BCF)
     bcf.sel = SimpleNamespace(params=OSFSParams(max_k=max_k))
     calls: list[tuple[int, ...]] = []
 

@@ -19,8 +19,8 @@ from featurestream.selectors import (
     OSFSParams,
     Reason,
     SAOLAParams,
+    osfs_bcf,
 )
-from featurestream.selectors import osfs as osfs_module
 from featurestream.selectors.untestable import WARNING_CODE, too_many
 
 
@@ -113,7 +113,7 @@ def test_search_shortcut_equals_every_test_run(
     p = cls.params_type.from_mapping({**params, "untestable": "dependent"})
     fast = cls.start(p, y)
     fast_decisions = fast.learn_features(_names(14), X)
-    monkeypatch.setattr(osfs_module._BCF, "_untestable_from", lambda *a: False)
+    monkeypatch.setattr(osfs_bcf.BCF, "_untestable_from", lambda *a: False)
     slow = cls.start(p, y)
     assert slow.learn_features(_names(14), X) == fast_decisions
     assert slow.status() == fast.status()
