@@ -133,6 +133,7 @@ def test_relabelling_wine_changes_nothing(
     assert feature_run(algorithm, params, WINE_X, relabel(WINE_Y, perm, as_strings)) == base
 
 
+@pytest.mark.slow  # ten classes: the slowest relabelling runs (the wine ones stay fast)
 @pytest.mark.parametrize(("algorithm", "params"), FEATURE_RUNS[:1] + FEATURE_RUNS[3:])
 @settings(max_examples=2, deadline=None)
 @given(perm=st.permutations(range(10)), as_strings=st.booleans())

@@ -212,7 +212,9 @@ def check_paper_synthetic(seed: int) -> None:
     assert score >= 0.95, f"seed {seed}: NMI {score:.4f}"
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize(
+    "seed", [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow)]
+)
 def test_paper_synthetic_selects_the_four_informative_features(seed: int) -> None:
     check_paper_synthetic(seed)
 
