@@ -6,7 +6,8 @@ and the bound min(dep_f, dep_g)); its survivors G' are then compared with the
 features of every earlier selected group, where a feature of G' is removed
 when a strictly more relevant earlier feature explains it, and an earlier
 feature is removed when a feature of G' is at least as relevant and explains
-it. Groups left empty are rejected (new) or dropped (earlier).
+it. Groups left empty are rejected (new) or dropped (earlier). Those pairwise
+comparisons are ``group_saola_pairs.py``.
 
 References
 ----------
@@ -22,7 +23,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
-import numpy.typing as npt
 
 from featurestream.errors import InvalidInput
 from featurestream.selectors.base import JSON, FeatureSelector, Matrix, Vector, with_warnings
@@ -34,27 +34,21 @@ from featurestream.selectors.decisions import (  # scores
     ScoreKind,
     SelectedFeature,
 )
+from featurestream.selectors.group_saola_pairs import Batch, Pairs, inter_group, intra_group
 from featurestream.selectors.params import Constraint, Params
 from featurestream.selectors.saola import SAOLAParams
 from featurestream.selectors.targets import discrete_target, target_columns
 from featurestream.selectors.untestable import (
     fisher_z_relevance,
-    fisher_z_untestable,
     untestable_warnings,
 )
 from featurestream.stats.columns import (
     correlations,
-    cross_dots,
     is_constant_rows,
-    row_dots,
     row_origins,
     standardize_rows,
 )
-from featurestream.stats.entropy import su_dependence, su_relevance
-from featurestream.stats.fisher_z import fisher_z_dependence
-
-BoolVector = npt.NDArray[np.bool_]
-BoolMatrix = npt.NDArray[np.bool_]
+from featurestream.stats.entropy import su_relevance
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -325,7 +319,8 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
                 rs, n, p.alpha, constant, p.untestable
             )
 
-        work = _Batch(
+        pairs = Pairs(p.test == "su", p.alpha, p.delta, n)
+        work = Batch(
             names=list(s.selected),
             groups=list(s.groups),
             dep=list(s.dep.tolist()),
@@ -352,7 +347,7 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
                         names[i], False, Reason.IRRELEVANT, score=float(dep_new[i])
                     )
             cand = [i for i in batch_idx if relevant[i]]
-            self._learn_group(group_of[start], cand, names, rows, dep_new, work)
+            self._learn_group(group_of[start], cand, names, rows, dep_new, work, pairs)
             decisions += [replace(work.decided[i], group=group_of[start]) for i in batch_idx]
             start = stop
 
@@ -391,17 +386,20 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
         names: list[str],
         rows: Matrix,
         dep_new: Vector,
-        work: _Batch,
+        work: Batch,
+        pairs: Pairs,
     ) -> None:
         """Steps 1-4 for one group, given its relevant features (batch rows, in order)."""
         # Step 1: intra-group SAOLA, S starting empty.
-        removed_by = self._intra_group(cand, names, rows, dep_new, work)
+        removed_by = intra_group(pairs, cand, names, rows, dep_new, work)
         kept = [i for i in cand if i not in removed_by]
 
         # Step 3: inter-group, against the features of earlier selected groups.
         evictions: dict[int, list[Eviction]] = {i: [] for i in kept}
         if kept and work.ref:
-            alive, inter_removed = self._inter_group(kept, names, rows, dep_new, work, evictions)
+            alive, inter_removed = inter_group(
+                pairs, self.state.columns, kept, names, rows, dep_new, work, evictions
+            )
             removed_by.update(inter_removed)
             work.keep(alive)
 
@@ -424,191 +422,6 @@ class GroupSAOLA(FeatureSelector[GroupSAOLAParams, GroupSAOLAState]):
             else:
                 work.decided[i] = Decision(names[i], True, score=score, evicted=ev)
         work.accepted += len(survivors)
-
-    def _intra_group(
-        self, cand: list[int], names: list[str], rows: Matrix, dep_new: Vector, work: _Batch
-    ) -> dict[int, str]:
-        """Step 1 over the relevant features of one group; returns {removed row: by name}.
-
-        SAOLA steps 1-3 with S starting empty and min(dep_f, dep_g) as the bound of
-        both comparisons (docs/algorithms/group_saola.md, "What it does", step 1).
-        """
-        removed_by: dict[int, int] = {}
-        if len(cand) < 2:
-            return {}
-        su = self.params.test == "su"
-        # fisher_z: the whole group's pairwise matrix in one pass.
-        T, U = (None, None) if su else self._pairwise(rows[cand], rows[cand])
-        pos = {i: k for k, i in enumerate(cand)}
-        members: list[int] = []
-        for i in cand:
-            if members:
-                if T is None or U is None:
-                    t, u = self._pairwise_one(rows[members], rows[i])
-                else:
-                    at = [pos[j] for j in members]
-                    t, u = T[pos[i], at], U[pos[i], at]
-                dep_f = float(dep_new[i])
-                dep_g = dep_new[members]
-                bound = np.minimum(dep_f, dep_g)
-                rej = _scan(t, (dep_g >= dep_f), bound)
-                ev = _scan(t, (dep_f > dep_g), bound)
-                first = _first(rej, ev)
-                work.count_tests(u, first)
-                for k in np.flatnonzero(ev):
-                    removed_by[members[k]] = i
-                if first is not None:
-                    removed_by[i] = members[first]
-                members = [m for m, e in zip(members, ev, strict=True) if not e]
-                if first is not None:
-                    continue
-            members.append(i)
-        return {k: names[v] for k, v in removed_by.items()}
-
-    def _inter_group(
-        self,
-        kept: list[int],
-        names: list[str],
-        rows: Matrix,
-        dep_new: Vector,
-        work: _Batch,
-        evictions: dict[int, list[Eviction]],
-    ) -> tuple[BoolVector, dict[int, str]]:
-        """Step 3: G' against the earlier selected groups; returns (alive mask, removed).
-
-        The rule (docs/algorithms/group_saola.md, "Processing order") runs group H
-        by group, then f in G', then h in H. The only shared state is "f still in
-        G'" (changed only while f is compared) and "h still in H" (changed only by
-        the features of G', in order), so taking f by f against all earlier
-        features in selection order gives the same outcome: a rejected f stops
-        for every later group anyway.
-        """
-        s = self.state
-        su = self.params.test == "su"
-        old = [ref for ref in work.ref if ref >= 0]
-        new = [~ref for ref in work.ref if ref < 0]
-        old_cols = s.columns if len(old) == s.columns.shape[0] else s.columns[old]
-        S_cols = None
-        T = U = None
-        if su:
-            S_cols = np.concatenate([old_cols, rows[new]], axis=0)
-        else:
-            # The group's whole pairwise matrix against the selected features, one pass.
-            G_rows = rows[kept]
-            T_old, U_old = self._pairwise(G_rows, old_cols)
-            T_new, U_new = self._pairwise(G_rows, rows[new])
-            T = np.concatenate([T_old, T_new], axis=1)
-            U = np.concatenate([U_old, U_new], axis=1)
-        dep_S = np.array(work.dep, dtype=np.float64)
-        alive = np.ones(len(work.ref), dtype=bool)
-        removed: dict[int, str] = {}
-        for k, i in enumerate(kept):
-            live = np.flatnonzero(alive)
-            if live.size == 0:
-                break
-            if S_cols is not None:
-                t, u = self._pairwise_one(S_cols[live], rows[i])
-            else:
-                assert T is not None and U is not None
-                t, u = T[k, live], U[k, live]
-            dep_f = float(dep_new[i])
-            dep_h = dep_S[live]
-            bound = np.minimum(dep_f, dep_h)
-            rej = _scan(t, dep_h > dep_f, bound)
-            ev = _scan(t, dep_f >= dep_h, bound)
-            first = _first(rej, ev)
-            work.count_tests(u, first)
-            for j in live[ev]:
-                evictions[i].append(Eviction(work.names[j], Reason.REDUNDANT, by=names[i]))
-            alive[live[ev]] = False
-            if first is not None:
-                removed[i] = work.names[live[first]]
-        return alive, removed
-
-    # ------------------------------------------------------------------ pairwise dep
-
-    def _pairwise(self, A: Matrix, B: Matrix) -> tuple[Matrix, BoolMatrix]:
-        """t = dep(a, b) for rows of A (the arriving side) against rows of B; NaN = skip.
-
-        Also returns the mask of the pairs whose test could not be made.
-        """
-        if self.params.test == "su":
-            out = np.empty((A.shape[0], B.shape[0]))
-            for k, a in enumerate(A):
-                out[k] = self._pairwise_one(B, a)[0]
-            return out, np.zeros(out.shape, dtype=bool)
-        return self._dependence(np.clip(cross_dots(A, B), -1.0, 1.0))
-
-    def _pairwise_one(self, B: Matrix, a: Vector) -> tuple[Vector, BoolVector]:
-        if self.params.test == "su":
-            # SU(arriving, earlier), g skipped when t <= delta (SAOLA step 2, su).
-            t = su_dependence(a, B, self.params.delta)
-            return t, np.zeros(t.shape, dtype=bool)
-        return self._dependence(np.clip(row_dots(B, a), -1.0, 1.0))
-
-    def _dependence(self, r: Matrix) -> tuple[Matrix, BoolMatrix]:
-        # SAOLA step 2 / group-SAOLA step 3: skip pairs that are independent or untestable.
-        # An untestable pair has no t to compare, with either setting of ``untestable``.
-        n = self.n_instances
-        return fisher_z_dependence(r, n, self.params.alpha), fisher_z_untestable(r, n)
-
-
-@dataclass
-class _Batch:
-    """Working copy of the selection while one request is applied.
-
-    Parallel lists in selection order; a ``ref`` >= 0 is a row of the state's
-    columns, a ``ref`` < 0 is ~(row of the request). Old refs always precede new
-    ones, since groups are only ever appended.
-    """
-
-    names: list[str]
-    groups: list[str]
-    dep: list[float]
-    ref: list[int]
-    decided: dict[int, Decision] = field(default_factory=dict)
-    accepted: int = 0
-    evicted: int = 0
-    groups_rejected: int = 0
-    groups_dropped: int = 0
-    tests: int = 0
-    untestable: int = 0
-
-    def count_tests(self, untestable: BoolVector, first: int | None) -> None:
-        """Count the pairwise tests of one scan: up to the first rejecting member, or all."""
-        examined = untestable.shape[0] if first is None else first + 1
-        self.tests += examined
-        self.untestable += int(untestable[:examined].sum())
-
-    def keep(self, alive: BoolVector) -> None:
-        """Remove the evicted features; a group left empty is dropped (step 3)."""
-        before = set(self.groups)
-        self.names = [x for x, a in zip(self.names, alive, strict=True) if a]
-        self.groups = [x for x, a in zip(self.groups, alive, strict=True) if a]
-        self.dep = [x for x, a in zip(self.dep, alive, strict=True) if a]
-        self.ref = [x for x, a in zip(self.ref, alive, strict=True) if a]
-        self.groups_dropped += len(before - set(self.groups))
-        self.evicted += int((~alive).sum())
-
-
-def _scan(t: Vector, stronger: BoolVector, bound: Vector) -> BoolVector:
-    """Pairs that are testable, on the right side of the dep comparison, and t > bound."""
-    testable = ~np.isnan(t)
-    return np.asarray(testable & stronger & (np.where(testable, t, -np.inf) > bound))
-
-
-def _first(rej: BoolVector, ev: BoolVector) -> int | None:
-    """Position of the first rejecting comparison; evictions after it never happen.
-
-    The scan over S stops at the first g that rejects f (SAOLA step 2); each
-    comparison depends only on (dep_f, dep_g, t), so the scan is a pair of masks.
-    Clears ``ev`` in place from that position on.
-    """
-    if not rej.any():
-        return None
-    first = int(np.argmax(rej))
-    ev[first:] = False
-    return first
 
 
 __all__ = ["GroupSAOLA", "GroupSAOLAParams", "GroupSAOLAState"]
