@@ -13,12 +13,9 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from featurestream.errors import InvalidParameter
-from featurestream.selectors import REGISTRY, Reason, alpha_investing
-from featurestream.selectors.alpha_investing import (
-    AlphaInvesting,
-    AlphaInvestingParams,
-    span_tolerance,
-)
+from featurestream.selectors import REGISTRY, Reason, alpha_investing, alpha_investing_fit
+from featurestream.selectors.alpha_investing import AlphaInvesting, AlphaInvestingParams
+from featurestream.selectors.alpha_investing_fit import span_tolerance
 from tests.unit.selectors.common import assert_round_trip_and_replay, blob
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -327,14 +324,14 @@ def test_alpha_investing_sparse_batch_matches_dense_singles_and_lstsq():
         assert math.log(dec.score) == pytest.approx(ref, rel=1e-9, abs=1e-12)
     many = start(y, w0=1.0, dw=1.0)
     dense_rows = []
-    real = alpha_investing._dense_exponents
+    real = alpha_investing_fit._dense_exponents
 
     def spy(P, *args):
         dense_rows.append(P.shape[0])
         return real(P, *args)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(alpha_investing, "_dense_exponents", spy)
+        mp.setattr(alpha_investing_fit, "_dense_exponents", spy)
         batched = many.learn_features(names, sp.csr_matrix(X))
     assert sum(dense_rows) == 2  # x4 and x7, after x3 joined the basis mid-batch
     assert batched == singles
