@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 import httpx
 
 from featurestream_client import _core, ws
-from featurestream_client._core import Call, Chunking, Producer, Reply, StreamCore
+from featurestream_client._core import Call, Reply
 from featurestream_client._steps import Flow, Request, Runner, Sleep
 from featurestream_client._streaming import (
     SubscribeMode,
@@ -22,6 +22,7 @@ from featurestream_client._streaming import (
     stream_instances_op,
     subscribe_op,
 )
+from featurestream_client._writes import Chunking, Producer, StreamCore, new_producer_name
 from featurestream_client.errors import (
     ConnectionFailed,
     FeatureStreamError,
@@ -188,7 +189,7 @@ def handle_core(
     stream_id: str, producer: str | None, next_seq: int | None, chunking: Chunking
 ) -> StreamCore:
     """What a new handle on ``stream_id`` knows (the rules of ``Client.stream``)."""
-    name = producer or _core.new_producer_name()
+    name = producer or new_producer_name()
     start = 1 if producer is None else next_seq
     if start is not None and start < 1:
         raise ValueError(f"next_seq must be >= 1; got {start}.")

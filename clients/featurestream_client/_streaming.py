@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from featurestream_client import _core, _data, ws
-from featurestream_client._core import StreamCore
 from featurestream_client._steps import Close, Connect, Emit, Flow, Poll, Recv, Send, Sleep
+from featurestream_client._writes import StreamCore
 from featurestream_client.errors import ConnectionFailed, FeatureStreamError
 from featurestream_client.models import InstancesResult, Selection
 from featurestream_client.retry import RetryPolicy

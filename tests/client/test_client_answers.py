@@ -13,24 +13,24 @@ import orjson
 import pytest
 import scipy.sparse as sp
 
-from featurestream_client import Client, _core, _data
+from featurestream_client import Client, _core, _data, _pipeline, _writes
 from featurestream_client.errors import InvalidInput
 from tests.client.live import LiveServer
 
-N, B, CHUNK = 40, 9_000, 3_000  # answers of 3,000 decisions: over _BACKGROUND_BYTES
+N, B, CHUNK = 40, 9_000, 3_000  # answers of 3,000 decisions: over BACKGROUND_BYTES
 
 
 @pytest.fixture
 def parsed_in(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The threads that parsed each features answer, in order."""
     threads: list[str] = []
-    parse = _core._features_result
+    parse = _writes._features_result
 
     def spy(reply: _core.Reply) -> object:
         threads.append(threading.current_thread().name)
         return parse(reply)
 
-    monkeypatch.setattr(_core, "_features_result", spy)
+    monkeypatch.setattr(_writes, "_features_result", spy)
     return threads
 
 
@@ -135,15 +135,15 @@ def test_each_answer_is_waited_for_once_however_many_requests(
     """Before each request the answers before it are checked: once each, not all of them
     again every time (a call of thousands of small requests stayed quadratic)."""
     waits = [0]
-    result = _core._Parsed.result
+    result = _pipeline.Parsed.result
 
-    def counted(self: _core._Parsed[object]) -> object:
+    def counted(self: _pipeline.Parsed[object]) -> object:
         waits[0] += 1
         return result(self)
 
-    monkeypatch.setattr(_core._Parsed, "result", counted)
+    monkeypatch.setattr(_pipeline.Parsed, "result", counted)
     n = 2_000
-    with _core._Answers(lambda r: r.content, background=True) as answers:
+    with _pipeline.Answers(lambda r: r.content, background=True) as answers:
         for i in range(n):
             answers.raise_failed()
             answers.add(_core.Reply(200, {}, str(i).encode()))

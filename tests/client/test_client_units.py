@@ -14,8 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import featurestream_client as fc
-from featurestream_client import _core, _data, _groups, ws
-from featurestream_client._core import Call, Chunking, Producer, Reply, StreamCore
+from featurestream_client import _core, _data, _groups, _writes, ws
+from featurestream_client._core import Call, Reply
+from featurestream_client._writes import Chunking, Producer, StreamCore
 from featurestream_client.models import Selection, StreamInfo
 
 
@@ -295,13 +296,13 @@ def test_resync_probes_with_a_seq_no_producer_reaches() -> None:
     gap = fc.SequenceConflict("gap", status=409, problem={"expected_seq": 8, "producer": "p"})
 
     def answer(call: Call) -> Any:
-        if call.json is not None and call.json.get("seq") == _core.PROBE_SEQ:
+        if call.json is not None and call.json.get("seq") == _writes.PROBE_SEQ:
             assert call.json["features"] == [] and call.json["producer"] == "p"
             return gap
         return ok({"version": 9, "seq": 8, "decisions": [], "selected": []})
 
     reply, calls = run(c.write_op(lambda seq: Call("POST", "/w", json={"seq": seq})), answer)
-    assert [call.json["seq"] for call in calls] == [_core.PROBE_SEQ, 8]
+    assert [call.json["seq"] for call in calls] == [_writes.PROBE_SEQ, 8]
     assert c.producer.next_seq == 9 and reply.json()["seq"] == 8
 
 
