@@ -28,6 +28,10 @@ class Change:
     added: tuple[str, ...]
     removed: tuple[str, ...]
     size: int  # features selected after the change
+    # The drifts the stream's drift watch detected in this version (``detector``,
+    # ``instances_seen``, ``statistic``, ``moved``, ``reset``); a version with a
+    # drift is a change even when nothing was added or removed.
+    drifts: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Change:
@@ -38,6 +42,7 @@ class Change:
             added=tuple(str(n) for n in d.get("added") or ()),
             removed=tuple(str(n) for n in d.get("removed") or ()),
             size=int(d["size"]),
+            drifts=tuple(dict(x) for x in d.get("drifts") or ()),
         )
 
 
@@ -55,7 +60,7 @@ class History(list[Change]):
 
     def to_frame(self) -> Any:
         """A pandas DataFrame, one row per change: version, at (UTC timestamps), added,
-        removed, size. Needs pandas."""
+        removed, size, drifts (how many were detected). Needs pandas."""
         try:
             import pandas as pd
         except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -67,6 +72,7 @@ class History(list[Change]):
                 "added": [list(c.added) for c in self],
                 "removed": [list(c.removed) for c in self],
                 "size": [c.size for c in self],
+                "drifts": [len(c.drifts) for c in self],
             }
         )
         return frame

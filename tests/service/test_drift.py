@@ -21,6 +21,7 @@ import pytest
 from websockets.sync.client import connect
 
 from featurestream.selectors import FIRES, OFS, FIRESParams, OFSParams
+from featurestream_client import Client
 from tests import support
 from tests.support import ServeProcess
 
@@ -100,6 +101,11 @@ def test_the_servers_detections_are_the_selectors(server: ServeProcess, on_drift
         changes = http.get(f"/v1/streams/{sid}/history", params={"limit": 1000}).json()["changes"]
         listed = [d["instances_seen"] for c in changes for d in c["drifts"]]
         assert listed == [d.instances_seen for d in want]
+        # The SDK reads them the same.
+        with Client(server.url) as client:
+            sdk = client.stream(sid).history()
+        assert [d["instances_seen"] for c in sdk for d in c.drifts] == listed
+        assert all(c.drifts == tuple(j["drifts"]) for c, j in zip(sdk, changes, strict=True))
         for c in changes:
             if c["drifts"]:
                 past = http.get(f"/v1/streams/{sid}/selected", params={"version": c["version"]})
