@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal
 
-from featurestream_client import _core, _data, ws
+from featurestream_client import _core, _instances, ws
 from featurestream_client._steps import Close, Connect, Emit, Flow, Poll, Recv, Send, Sleep
 from featurestream_client._writes import StreamCore
 from featurestream_client.errors import ConnectionFailed, FeatureStreamError
@@ -70,7 +70,7 @@ def stream_instances_op(
     first = core.producer.next_seq
     assert first is not None
     feed = ws.InstanceFeed(
-        _data.iter_frames(data, y, batch_size),
+        _instances.iter_frames(data, y, batch_size),
         first,
         window,
         on_error,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-from featurestream_client import _data, _groups
+from featurestream_client import _data, _groups, _inputs, _instances
 from featurestream_client._core import (
     Call,
     Op,
@@ -256,7 +256,7 @@ class StreamCore:
         chunk_bytes: int | None = None,
     ) -> Op[InstancesResult]:
         X = yield from self.aligned_op(X)
-        data = _data.as_instances(X, y, keep_sparse=True)
+        data = _instances.as_instances(X, y, keep_sparse=True)
         self._check_kind("instances")
         d = None if self.info is None else self.info.n_features
         if d is not None and data.X.shape[1] != d:
@@ -265,7 +265,7 @@ class StreamCore:
             )
         if batch_size is not None and batch_size < 1:
             raise InvalidInput(f"batch_size must be >= 1; got {batch_size}.")
-        chunks = _data.plan_rows(
+        chunks = _instances.plan_rows(
             data.X.shape[0],
             data.X.shape[1],
             batch_size,
@@ -276,7 +276,7 @@ class StreamCore:
             yield from self._post_chunks(
                 "/instances",
                 chunks,
-                lambda c, seq: _data.instances_body(data, c, self.producer.name, seq),
+                lambda c, seq: _instances.instances_body(data, c, self.producer.name, seq),
                 _instances_result,
                 InstancesResult.combine,
                 _data.split_chunk,
@@ -289,14 +289,14 @@ class StreamCore:
         Anything else (arrays, sparse matrices, iterables) is matched by position
         and returned as it is.
         """
-        _data.refuse_row_shapes(X)
-        if not _data._is_frame(X):
+        _inputs.refuse_row_shapes(X)
+        if not _inputs.is_frame(X):
             return X
         info = yield from self.info_op()
         self._check_kind("instances")
         if info.feature_names is None:  # a server that does not say: by position
             return X
-        return _data.align_frame(X, info.feature_names, self.id)
+        return _inputs.align_frame(X, info.feature_names, self.id)
 
     def _post_chunks(
         self,

@@ -20,7 +20,8 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import numpy as np
 import numpy.typing as npt
 
-from featurestream_client._data import instances_bytes, npy_frame
+from featurestream_client._instances import instances_bytes
+from featurestream_client._npy import npy_frame
 from featurestream_client.errors import (
     FeatureStreamError,
     NotFound,

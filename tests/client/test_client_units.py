@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import featurestream_client as fc
-from featurestream_client import _core, _data, _groups, _writes, ws
+from featurestream_client import _core, _data, _groups, _inputs, _instances, _npy, _writes, ws
 from featurestream_client._core import Call, Reply
 from featurestream_client._writes import Chunking, Producer, StreamCore
 from featurestream_client.models import Selection, StreamInfo
@@ -136,21 +136,25 @@ def frames_as_lists(frames: Any) -> list[tuple[list[list[float]], list[float] | 
 def test_frames_from_arrays_rows_pairs_and_batches() -> None:
     X = np.arange(10.0).reshape(5, 2)
     y = np.array([0.0, 1, 0, 1, 1])
-    from_array = frames_as_lists(_data.iter_frames(X, y, 2))
+    from_array = frames_as_lists(_instances.iter_frames(X, y, 2))
     assert from_array == [
         ([[0.0, 1.0], [2.0, 3.0]], [0.0, 1.0]),
         ([[4.0, 5.0], [6.0, 7.0]], [0.0, 1.0]),
         ([[8.0, 9.0]], [1.0]),
     ]
-    assert frames_as_lists(_data.iter_frames(zip(X, y, strict=True), None, 2)) == from_array
+    assert frames_as_lists(_instances.iter_frames(zip(X, y, strict=True), None, 2)) == from_array
     batches = iter([(X[:4], y[:4]), (X[4:], y[4:])])
-    assert frames_as_lists(_data.iter_frames(batches, None, 2)) == from_array
-    assert frames_as_lists(_data.iter_frames(iter(X), None, 5)) == [(X.tolist(), None)]
+    assert frames_as_lists(_instances.iter_frames(batches, None, 2)) == from_array
+    assert frames_as_lists(_instances.iter_frames(iter(X), None, 5)) == [(X.tolist(), None)]
     # A row of another width travels alone (for the server to refuse).
     odd = [X[0], X[1], np.ones(3), X[2]]
-    assert [f[0].shape for f in _data.iter_frames(iter(odd), None, 3)] == [(2, 2), (1, 3), (1, 2)]
+    assert [f[0].shape for f in _instances.iter_frames(iter(odd), None, 3)] == [
+        (2, 2),
+        (1, 3),
+        (1, 2),
+    ]
     with pytest.raises(fc.InvalidInput):
-        list(_data.iter_frames(iter([(X[0], 1.0), X[1]]), None, 2))
+        list(_instances.iter_frames(iter([(X[0], 1.0), X[1]]), None, 2))
 
 
 def test_targets_travel_as_numbers_or_as_given_labels() -> None:
@@ -324,16 +328,16 @@ def test_npy_frames_are_the_bytes_numpy_saves(
     y = rng.choice([-1.0, 1.0], size=m) if labelled else None
     buf = io.BytesIO()
     np.save(buf, X if y is None else np.column_stack([X, y]))
-    assert bytes(_data.npy_frame(X, y)) == buf.getvalue()
-    assert _data.npy_bytes(X) == bytes(_data.npy_frame(X))
+    assert bytes(_npy.npy_frame(X, y)) == buf.getvalue()
+    assert _npy.npy_bytes(X) == bytes(_npy.npy_frame(X))
 
 
 def test_finiteness_is_checked_exactly_where_sums_overflow() -> None:
     big = np.full((64, 100), 1e308)
-    assert _data._all_finite(big)  # its row sums overflow: every value is looked at
+    assert _inputs._all_finite(big)  # its row sums overflow: every value is looked at
     big[63, 99] = np.inf
-    assert not _data._all_finite(big)
+    assert not _inputs._all_finite(big)
     small = np.ones((64, 100))
     small[5, 7] = np.nan
     with pytest.raises(fc.InvalidInput, match="'#7' contains NaN"):
-        _data._finite_or_raise(small, None, "Column")
+        _inputs.finite_or_raise(small, None, "Column")
