@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
+from starlette.routing import Match
 
 from featurestream.api.tenancy import public_id
 from featurestream.engine import Problem, wire
@@ -33,6 +34,7 @@ CLIENT_CLOSED = 499
 # The scope key where BodyLimitMiddleware leaves the 408 or 413 it answers itself, after
 # telling the route the client left (middleware.py).
 BODY_REFUSED = "featurestream.body_refused"
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
 def respond(p: Problem, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -71,6 +73,18 @@ def validation_problem(
     return respond(wire.validation_problem(errors, detail=detail, body=body))
 
 
+def allowed_methods(request: Request) -> list[str]:
+    """The methods some HTTP route serves at the request's path."""
+    routes = request.app.router.routes
+    return [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] == Match.FULL for route in routes
+        )
+    ]
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(FeatureStreamError)
     async def _fs(request: Request, exc: FeatureStreamError) -> JSONResponse:
@@ -89,13 +103,12 @@ def install(app: FastAPI) -> None:
         suffix = {404: "not-found", 405: "method-not-allowed", 415: "unsupported-media-type"}.get(
             exc.status_code, "http-error"
         )
-        return problem(
-            exc.status_code,
-            suffix,
-            str(exc.detail),
-            str(exc.detail),
-            dict(exc.headers) if exc.headers else None,
-        )
+        headers = dict(exc.headers) if exc.headers else {}
+        if exc.status_code == 405:
+            # The router names the methods of the one route it tried; the resource has
+            # those of every route at its path (GET and DELETE of a stream).
+            headers["Allow"] = ", ".join(allowed_methods(request))
+        return problem(exc.status_code, suffix, str(exc.detail), str(exc.detail), headers or None)
 
     @app.exception_handler(ClientDisconnect)
     async def _gone(request: Request, exc: ClientDisconnect) -> Response:
