@@ -146,14 +146,13 @@ def _operation(lines: list[str], method: str, path: str, op: dict[str, Any]) -> 
     lines += ["| status | meaning | body |", "|---|---|---|"]
     for status, resp in sorted(op.get("responses", {}).items()):
         content = resp.get("content", {})
-        if status == "422":
+        meaning = resp.get("description", "")
+        if problems.PROBLEM_MEDIA_TYPE in content:
             body_text = "[problem](#errors)"
-            meaning = "Invalid input or parameters"
         else:
             body_text = "; ".join(
                 f"`{media}` {type_of(c.get('schema', {}))}".strip() for media, c in content.items()
             )
-            meaning = resp.get("description", "")
         lines.append(f"| {status} | {_cell(meaning)} | {_cell(body_text) or '-'} |")
     lines.append("")
 

@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from featurestream import __version__
+from featurestream.api import openapi as api_document
 from featurestream.api import problems, schemas, ui, ws
 from featurestream.api.auth import KeyRing
 from featurestream.api.metrics import Metrics
@@ -133,7 +134,10 @@ def create_app(settings: Settings | None = None, *, store: StateStore | None = N
             for name, sub in defs.pop("$defs", {}).items():
                 components.setdefault(name, sub)
             components[model.__name__] = defs
-        app.openapi_schema = spec
+        # The algorithms a stream can be created with: any other name is refused.
+        names = sorted(a.name for a in StreamEngine.algorithms())
+        components["StreamCreate"]["properties"]["algorithm"]["enum"] = names
+        app.openapi_schema = api_document.complete(spec)
         return spec
 
     app.openapi = openapi  # type: ignore[method-assign]

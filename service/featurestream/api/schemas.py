@@ -7,8 +7,10 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    JsonValue,
     PlainValidator,
     WithJsonSchema,
     model_validator,
@@ -30,16 +32,46 @@ Name = Annotated[str, Field(min_length=1, max_length=NAME_MAX_LENGTH)]
 Seq = Annotated[int, Field(ge=1, strict=True)]
 
 
+def _whole(v: Any) -> Any:
+    """A float with no fractional part as the integer it spells (``80.0``: 80).
+
+    JSON has one number type, and the schema's ``integer`` (JSON Schema 2020-12)
+    is any number without a fraction: a body may spell one either way. Other
+    values (``80.5``, ``true``, ``"80"``) are left to the strict check.
+    """
+    return int(v) if type(v) is float and v.is_integer() else v
+
+
+# The integers of HTTP bodies: strict, but 80.0 is 80 (see _whole).
+BodySeq = Annotated[int, Field(ge=1, strict=True), BeforeValidator(_whole)]
+RowIndex = Annotated[int, Field(strict=True, ge=0), BeforeValidator(_whole)]
+
+
 LABEL_KEY_MAX = 64
 LABEL_VALUE_MAX = 256
 LABELS_MAX = 32
 #: Bookkeeping labels of a stream: a flat map of strings (``GET /v1/streams?label=k:v``).
+_LABEL_KEY = r"^[^:\x00-\x1f]+$"
+_LABEL_VALUE = r"^[^\x00-\x1f]*$"
 StreamLabels = Annotated[
     dict[
-        Annotated[str, Field(min_length=1, max_length=LABEL_KEY_MAX, pattern=r"^[^:\x00-\x1f]+$")],
-        Annotated[str, Field(max_length=LABEL_VALUE_MAX, pattern=r"^[^\x00-\x1f]*$")],
+        Annotated[str, Field(min_length=1, max_length=LABEL_KEY_MAX, pattern=_LABEL_KEY)],
+        Annotated[str, Field(max_length=LABEL_VALUE_MAX, pattern=_LABEL_VALUE)],
     ],
     Field(max_length=LABELS_MAX),
+    # Every key is checked (pydantic's own schema would leave other keys' values open).
+    WithJsonSchema(
+        {
+            "type": "object",
+            "maxProperties": LABELS_MAX,
+            "propertyNames": {"minLength": 1, "maxLength": LABEL_KEY_MAX, "pattern": _LABEL_KEY},
+            "additionalProperties": {
+                "type": "string",
+                "maxLength": LABEL_VALUE_MAX,
+                "pattern": _LABEL_VALUE,
+            },
+        }
+    ),
 ]
 #: Seconds without a write after which a stream and all its keys expire (1 s to 10 years).
 TtlSeconds = Annotated[float, Field(ge=1, le=10 * 365 * 86400, allow_inf_nan=False)]
@@ -63,6 +95,18 @@ Label = Annotated[
     PlainValidator(_label),
     WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string", "minLength": 1}]}),
 ]
+# A list of labels: all numbers, or all strings (a mix is refused).
+LABEL_LIST_SCHEMA: dict[str, list[dict[str, Any]]] = {
+    "anyOf": [
+        {"type": "array", "items": {"type": "number"}},
+        {"type": "array", "items": {"type": "string", "minLength": 1}},
+    ]
+}
+Labels = Annotated[list[Label], WithJsonSchema(LABEL_LIST_SCHEMA)]
+TargetLabels = Annotated[
+    list[Label],
+    WithJsonSchema({"anyOf": [dict(b, minItems=1) for b in LABEL_LIST_SCHEMA["anyOf"]]}),
+]
 TargetType = Literal["auto", "continuous", "binary", "multiclass"]
 
 
@@ -76,7 +120,7 @@ class StreamCreate(_In):
     ) = None
     algorithm: str
     params: dict[str, Any] = Field(default_factory=dict)
-    target: list[Label] | None = Field(
+    target: TargetLabels | None = Field(
         None,
         min_length=1,
         description="Feature streams: the target y, numbers or class labels (strings).",
@@ -168,12 +212,35 @@ class AlgorithmsPublic(BaseModel):
     algorithms: list[AlgorithmPublic]
 
 
+# The two shapes of a column, as _dense_or_sparse checks them.
+_DENSE_OR_SPARSE: list[JsonValue] = [
+    {
+        "required": ["values"],
+        "properties": {
+            "values": {"type": "array"},
+            "indices": {"type": "null"},
+            "data": {"type": "null"},
+        },
+    },
+    {
+        "required": ["indices", "data"],
+        "properties": {
+            "values": {"type": "null"},
+            "indices": {"type": "array"},
+            "data": {"type": "array"},
+        },
+    },
+]
+
+
 class FeatureIn(_In):
     """A dense column (``values``) or a sparse one (``indices`` + ``data``; other rows are 0)."""
 
+    model_config = ConfigDict(json_schema_extra={"oneOf": _DENSE_OR_SPARSE})
+
     name: Name
     values: list[Number] | None = None
-    indices: list[Annotated[int, Field(strict=True, ge=0)]] | None = None
+    indices: list[RowIndex] | None = None
     data: list[Number] | None = None
     group: Name | None = None
 
@@ -192,7 +259,7 @@ class FeatureIn(_In):
 
 class FeatureBatch(_In):
     producer: Producer = "default"
-    seq: Seq | None = None
+    seq: BodySeq | None = None
     features: list[FeatureIn]
 
 
@@ -203,15 +270,15 @@ class GroupIn(_In):
 
 class GroupBatch(_In):
     producer: Producer = "default"
-    seq: Seq | None = None
+    seq: BodySeq | None = None
     groups: list[GroupIn]
 
 
 class InstanceBatch(_In):
     producer: Producer = "default"
-    seq: Seq | None = None
+    seq: BodySeq | None = None
     X: list[list[Number]] = Field(min_length=1)
-    y: list[Label] | None = Field(
+    y: Labels | None = Field(
         None, description="Labels, one per row: numbers, or class labels (strings)."
     )
 

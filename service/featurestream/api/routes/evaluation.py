@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict
 
 from featurestream import offload
 from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath, TenantDep
-from featurestream.engine.evaluation import MAX_FOLDS, MAX_REPEATS
+from featurestream.api.openapi import problem_responses
+from featurestream.engine.evaluation import MAX_FOLDS, MAX_REPEATS, MODELS
 
 router = APIRouter(prefix="/v1/streams", tags=["history"], dependencies=AUTHENTICATED)
 
@@ -45,20 +46,22 @@ class EvaluationPublic(BaseModel):
 @router.get(
     "/{stream_id}/evaluation",
     response_model=EvaluationPublic,
-    responses={
-        413: {
-            "description": "Too expensive to compute (its model fits, or the time budget "
-            "once running): fewer folds or repeats."
-        },
-        429: {"description": "Too many evaluations of the tenant, or in all, under way."},
-        422: {"description": "Bad parameters, or a stream that cannot be evaluated."},
-    },
+    responses=problem_responses(
+        {
+            413: "Too expensive to compute (`limit-exceeded`: its model fits; "
+            "`request-too-expensive`: the time budget once running): fewer folds or repeats.",
+            429: "Too many evaluations of the tenant, or in all, under way (`quota-exceeded`).",
+            422: "Bad parameters (`invalid-input`), or a stream that cannot be evaluated "
+            "(`evaluation-unavailable`; `invalid-input` naming `y`: too few instances of a "
+            "class for the folds).",
+        }
+    ),
 )
 async def get_evaluation(
     stream_id: StreamIdPath,
     engine: EngineDep,
     tenant: TenantDep,
-    model: Annotated[str, Query(max_length=32)] = "knn",
+    model: Annotated[str, Query(max_length=32, json_schema_extra={"enum": list(MODELS)})] = "knn",
     folds: Annotated[int, Query(ge=2, le=MAX_FOLDS)] = 5,
     repeats: Annotated[int, Query(ge=1, le=MAX_REPEATS)] = 1,
 ) -> JSONResponse:

@@ -10,6 +10,7 @@ from featurestream import offload
 from featurestream.api import arrays, bodies, jsonbodies
 from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath
 from featurestream.api.npz import load_npz_columns
+from featurestream.api.openapi import problem_responses
 from featurestream.api.problems import PROBLEM_MEDIA_TYPE
 from featurestream.api.producers import PRODUCER_PATTERN
 from featurestream.api.schemas import FeaturesAppended
@@ -48,6 +49,20 @@ WRITE_HEADERS: list[dict[str, Any]] = [
     },
 ]
 
+WRITE_RESPONSES = problem_responses(
+    {
+        409: "Not a stream of this kind (`wrong-stream-kind`), a seq used with other "
+        "content (`seq-reused`) or out of order (`sequence-conflict`), or a write that "
+        "lost a race (`concurrent-update`).",
+        413: "The body is over the size limit (`payload-too-large`), holds more than a "
+        "request may (`limit-exceeded`), or overran the write's time budget "
+        "(`request-too-expensive`).",
+        422: "Invalid input (`invalid-input`): a body that does not fit the stream (its "
+        "instances or features), a header and the body that disagree, or an array that "
+        "cannot be read; or values the selector cannot use (`numerically-unstable`).",
+    }
+)
+
 
 def written(result: WriteResult) -> Response:
     headers = {"Idempotent-Replay": "true"} if result.replayed else {}
@@ -65,6 +80,7 @@ def written(result: WriteResult) -> Response:
 @router.post(
     "/{stream_id}/features",
     response_model=FeaturesAppended,
+    responses=WRITE_RESPONSES,
     openapi_extra=_body_doc("FeatureBatch", npy=True, npz=True)
     | {
         "parameters": [
@@ -126,6 +142,7 @@ async def add_features(stream_id: StreamIdPath, request: Request, engine: Engine
 @router.post(
     "/{stream_id}/groups",
     response_model=FeaturesAppended,
+    responses=WRITE_RESPONSES,
     openapi_extra=_body_doc("GroupBatch", npy=False) | {"parameters": WRITE_HEADERS},
 )
 async def add_groups(stream_id: StreamIdPath, request: Request, engine: EngineDep) -> Response:

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel
 
 from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath
+from featurestream.api.openapi import problem_responses
 from featurestream.engine import Selection
 from featurestream.engine.history import MAX_LAST
 
@@ -76,7 +77,9 @@ def past_selection_response(s: Selection) -> Response:
 @router.get(
     "/{stream_id}/history",
     response_model=HistoryPublic,
-    responses={410: {"description": "The history after `after_version` is no longer kept."}},
+    responses=problem_responses(
+        {410: "The history after `after_version` is no longer kept (`history-trimmed`)."}
+    ),
 )
 async def get_history(
     stream_id: StreamIdPath,

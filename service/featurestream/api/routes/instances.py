@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request, Response
 from featurestream import offload
 from featurestream.api import arrays, bodies, jsonbodies
 from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath
-from featurestream.api.routes.features import WRITE_HEADERS, _body_doc, written
+from featurestream.api.routes.features import WRITE_HEADERS, WRITE_RESPONSES, _body_doc, written
 from featurestream.api.schemas import InstancesAppended
 from featurestream.errors import InvalidInput, UnsupportedMediaType
 
@@ -20,6 +20,7 @@ router = APIRouter(prefix="/v1/streams", tags=["instance streams"], dependencies
 @router.post(
     "/{stream_id}/instances",
     response_model=InstancesAppended,
+    responses=WRITE_RESPONSES,
     openapi_extra=_body_doc("InstanceBatch", npy=True, npz=True) | {"parameters": WRITE_HEADERS},
 )
 async def add_instances(stream_id: StreamIdPath, request: Request, engine: EngineDep) -> Response:

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Header, Query, Response
 from starlette.routing import BaseRoute
 
 from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath
+from featurestream.api.openapi import problem_responses
 from featurestream.api.routes.history import past_selection_response
 from featurestream.api.schemas import EventsPublic, SelectionPublic, StatusPublic
 from featurestream.engine import StoredSelection, wire
@@ -36,8 +37,13 @@ def selection_response(s: StoredSelection, if_none_match: str | None) -> Respons
     response_model=SelectionPublic,
     responses={
         304: {"description": "Not modified since the version in If-None-Match."},
-        404: {"description": "No such stream, or `version` is beyond the current version."},
-        410: {"description": "The history at `version` is no longer kept."},
+        **problem_responses(
+            {
+                404: "No such stream (`stream-not-found`), or `version` is beyond the "
+                "current version (`version-not-found`).",
+                410: "The history at `version` is no longer kept (`history-trimmed`).",
+            }
+        ),
     },
 )
 async def get_selected(
@@ -60,12 +66,22 @@ async def get_selected(
 @router.get(
     "/{stream_id}/events",
     response_model=EventsPublic,
-    responses={410: {"description": "The events after `after` are no longer kept."}},
+    responses=problem_responses(
+        {410: "The events after `after` are no longer kept (`history-trimmed`)."}
+    ),
 )
 async def get_events(
     stream_id: StreamIdPath,
     engine: EngineDep,
-    after: Annotated[str | None, Query(max_length=64, pattern=r"^\d+-\d+$")] = None,
+    # Each part is at most 2**63 - 1 (checked by the engine): the schema allows 18 digits.
+    after: Annotated[
+        str | None,
+        Query(
+            max_length=64,
+            pattern=r"^\d+-\d+$",
+            json_schema_extra={"pattern": r"^\d{1,18}-\d{1,18}$"},
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
 ) -> EventsPublic:
     """The decision log in order; page with ``after`` = the last event id you saw."""

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Response
 from fastapi.responses import JSONResponse
 
 from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath, TenantDep
+from featurestream.api.openapi import problem_responses
 from featurestream.api.schemas import (
     LABELS_MAX,
     AlgorithmPublic,
@@ -22,6 +23,8 @@ from featurestream.errors import InvalidInput, StreamNotFound
 
 router = APIRouter(prefix="/v1", tags=["streams"], dependencies=AUTHENTICATED)
 
+LABEL_FILTER_PATTERN = "^[^:]+:"
+
 
 @router.get("/algorithms", response_model=AlgorithmsPublic)
 async def list_algorithms(engine: EngineDep) -> AlgorithmsPublic:
@@ -30,7 +33,19 @@ async def list_algorithms(engine: EngineDep) -> AlgorithmsPublic:
     )
 
 
-@router.post("/streams", status_code=201, response_model=StreamPublic)
+@router.post(
+    "/streams",
+    status_code=201,
+    response_model=StreamPublic,
+    responses=problem_responses(
+        {
+            409: "A stream with this id exists (`stream-exists`).",
+            422: "Invalid input (`invalid-input`), or parameters the algorithm does not "
+            "take (`invalid-parameter`).",
+            429: "The tenant holds the most streams it may (`quota-exceeded`).",
+        }
+    ),
+)
 async def create_stream(body: StreamCreate, engine: EngineDep, tenant: TenantDep) -> JSONResponse:
     public = body.id or new_stream_id()
     created = await engine.create(
@@ -61,6 +76,8 @@ async def list_streams(
         Query(
             description="Only the streams with this label, as key:value (repeat: all of them).",
             max_length=LABELS_MAX,
+            # Checked below (422 naming `label`): a key, a colon, then the value.
+            json_schema_extra={"items": {"type": "string", "pattern": LABEL_FILTER_PATTERN}},
         ),
     ] = None,
 ) -> JSONResponse:
