@@ -152,33 +152,35 @@ an overflow): the listener should re-read the stream's summary."""
 class Subscription:
     """The selection notifications of one stream, for one local listener.
 
-    A bounded buffer that never blocks the publisher: notifications are
-    snapshots of the selection, so on overflow the oldest are dropped and a
-    :data:`RESYNC` marker tells the listener to re-read the current state.
+    Notifications are snapshots of the selection, so a subscription keeps only
+    the newest one not yet taken: a listener slower than the commits skips the
+    versions in between, and one that never takes any holds one notification,
+    never a backlog. The publisher never waits. A :data:`RESYNC` marker (the
+    listener should re-read the current state) stays until it is taken.
     """
 
-    def __init__(self, stream_id: str, maxsize: int = 256) -> None:
+    def __init__(self, stream_id: str) -> None:
         self.stream_id = stream_id
-        self._queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize)
+        self._next: bytes | None = None
+        self._ready = asyncio.Event()
         self.closed = False
 
     def put(self, message: bytes) -> None:
-        if self.closed:
+        if self.closed or self._next == RESYNC:
             return
-        if self._queue.full():
-            while not self._queue.empty():
-                self._queue.get_nowait()
-            self._queue.put_nowait(RESYNC)
-            if message == RESYNC:
-                return
-        self._queue.put_nowait(message)
+        self._next = message
+        self._ready.set()
 
     async def get(self) -> bytes:
-        """The next notification (selection JSON) or :data:`RESYNC`."""
-        return await self._queue.get()
+        """The newest notification (selection JSON) or :data:`RESYNC`."""
+        while self._next is None:
+            self._ready.clear()
+            await self._ready.wait()
+        message, self._next = self._next, None
+        return message
 
     def pending(self) -> int:
-        return self._queue.qsize()
+        return 0 if self._next is None else 1
 
 
 class Broadcaster:
