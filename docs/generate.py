@@ -166,8 +166,9 @@ _CLOSE_MEANINGS = {
         "(after the frames already read are answered)"
     ),
     "WS_1011_INTERNAL_ERROR": "server error",
-    "WS_1013_TRY_AGAIN_LATER": "the store is unavailable, hung or full, or the server is "
-    "shutting down: retry",
+    "WS_1013_TRY_AGAIN_LATER": "the store is unavailable, hung or full, the server is "
+    "shutting down, or the client read nothing for `ws_send_timeout` seconds (reason "
+    "`slow reader`): retry",
 }
 
 
@@ -212,11 +213,25 @@ def _websockets(lines: list[str]) -> None:
             "| a frame is committed (in order) |",
             '| `{"type": "selection", "selected": [...], "version": ..., '
             '"features": [...]}` | on connect, and whenever the selected set changes |',
+            '| `{"type": "selection", "version": ..., "size": <n>, "truncated": true}` '
+            "| instead, when more than `ws_selection_max_features` features are selected: "
+            "read them with `GET .../selected` |",
             '| `{"type": "selection", ..., "producer": <name>, "seq": <k>}` '
             "| the first message: the connection's producer (its own `ws-<uuid>` when the "
             "query names none) and the seq of its first frame, to resume with |",
             '| `{"type": "error", "error": {problem}, "seq": <seq>}` '
             "| a bad frame: it changes nothing but uses up its seq |",
+            "",
+            "What the server holds for a connection is bounded, however slowly its",
+            "client reads. A `selection` message lists at most",
+            "`ws_selection_max_features` features (default 1,000); a larger selection",
+            "is announced by a notice of its version and size (`truncated: true`), the",
+            "first message too, and the client reads it with `GET .../selected` (the",
+            "Python client and the web page do). Selection messages are snapshots: a",
+            "client that reads more slowly than the selection changes gets the newest",
+            "one, not every version in between. A message that waits longer than",
+            "`ws_send_timeout` seconds (default 30) for a client that reads nothing",
+            "closes the connection (1013, `slow reader`).",
             "",
         ]
         module = sys.modules[route.endpoint.__module__]

@@ -190,6 +190,19 @@ class Settings(BaseSettings):
     ws_group_max_frames: int = Field(
         64, ge=1, description="Most WebSocket frames committed together (group commit)."
     )
+    ws_selection_max_features: int = Field(
+        1_000,
+        ge=0,
+        description="Most features a WebSocket selection message lists; a larger selection "
+        "is announced by a notice (its version and size, 'truncated': true) and read with "
+        "GET /selected.",
+    )
+    ws_send_timeout: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds a WebSocket message may wait for a client that does not read "
+        "what the server sent; beyond it the connection is closed (1013, 'slow reader').",
+    )
     ws_ping_interval: float = Field(
         20.0,
         gt=0,

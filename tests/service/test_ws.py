@@ -514,6 +514,25 @@ def test_feature_stream_socket_sends_selections_and_refuses_frames(
     assert got == seen
 
 
+def test_a_selection_larger_than_the_limit_comes_as_a_notice(settings: Settings) -> None:
+    """Over ws_selection_max_features, a selection message names its version and size
+    only (the first message too); the client reads the rest with GET /selected."""
+    bounded = settings.model_copy(update={"ws_selection_max_features": 3})
+    with TestClient(create_app(bounded)) as client:
+        create(client, "o")  # OFS selecting 5
+        X, y = data(30)
+        with connect(client, "o", producer="p") as mine, connect(client, "o") as theirs:
+            assert first_selection(mine)["selected"] == first_selection(theirs)["selected"] == []
+            mine.send_json({"X": X.tolist(), "y": y.tolist()})
+            (ack,), selections = collect(mine, 1)
+            notice = {"type": "selection", "version": 1, "size": 5, "truncated": True}
+            assert ack["ack"] == 1 and selections == [notice]
+            assert theirs.receive_json() == notice
+        with connect(client, "o", producer="p") as again:
+            assert again.receive_json() == {**notice, "producer": "p", "seq": 2}
+        assert len(client.get("/v1/streams/o/selected").json()["features"]) == 5
+
+
 # --------------------------------------------------------------------------- algorithms
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -545,19 +546,46 @@ def ack_message(ack: FrameAck) -> str:
     ).decode()
 
 
-def selection_message(s: Selection, *, producer: str | None = None, seq: int | None = None) -> str:
+def selection_message(
+    s: Selection,
+    *,
+    max_features: int | None = None,
+    producer: str | None = None,
+    seq: int | None = None,
+) -> str:
     """A ``selection`` message; the first one of a connection also names its ``producer``
-    and the ``seq`` of its first frame (what a client needs to resume)."""
-    doc: Document = {
-        "type": "selection",
-        "selected": s.names,
-        "version": s.version,
-        "features": [selected_feature(f) for f in s.features],
-    }
+    and the ``seq`` of its first frame (what a client needs to resume).
+
+    A selection of more than ``max_features`` features is not listed: the message
+    is a notice of its ``version`` and ``size``, with ``truncated: true`` (the client
+    reads the selection with ``GET /selected``), so that no message is large.
+    """
+    doc: Document = {"type": "selection"}
+    if max_features is not None and len(s.features) > max_features:
+        doc.update(version=s.version, size=len(s.features), truncated=True)
+    else:
+        doc["selected"] = s.names
+        doc["version"] = s.version
+        doc["features"] = [selected_feature(f) for f in s.features]
     if producer is not None:
         doc["producer"] = producer
         doc["seq"] = seq
     return orjson.dumps(doc).decode()
+
+
+@lru_cache(maxsize=2)
+def published_selection_message(raw: bytes, max_features: int) -> tuple[int, str]:
+    """The version and the ``selection`` message of a published selection document.
+
+    One publication reaches every subscriber of the process alike: it is parsed and
+    rendered once for all of them (a large selection only counted, for its notice).
+    """
+    doc = orjson.loads(raw)
+    version = int(doc["version"])
+    if len(doc["features"]) > max_features:
+        notice = {"type": "selection", "version": version, "size": len(doc["features"])}
+        return version, orjson.dumps({**notice, "truncated": True}).decode()
+    return version, selection_message(parse_selection(raw))
 
 
 def error_message(p: Problem, seq: int | None) -> bytes:
@@ -612,6 +640,7 @@ __all__ = [
     "parse_status_counters",
     "problem",
     "problem_of",
+    "published_selection_message",
     "render_decisions",
     "replayed_problem",
     "selected_feature",

@@ -173,6 +173,8 @@ async def stream_socket(websocket: WebSocket, stream_id: str) -> None:
         max_inflight=settings.ws_max_inflight,
         group_max_frames=settings.ws_group_max_frames,
         stats=sessions.stats,
+        max_selection_features=settings.ws_selection_max_features,
+        send_timeout=settings.ws_send_timeout,
     )
     if sessions.closing:  # the server began shutting down while the key was awaited
         await websocket.close(WS_1013_TRY_AGAIN_LATER, "server shutting down")

@@ -15,6 +15,14 @@ A session runs three tasks:
 * the *notifier* forwards the stream's selection notifications, whoever caused
   them and in whichever process, as ``selection`` messages.
 
+What one connection holds is bounded, however slowly its client reads: a
+``selection`` message lists at most ``ws_selection_max_features`` features (a
+larger selection is a notice of its version and size); the subscription keeps
+only the newest notification, so a slow reader gets the newest selection, never
+a backlog; and a send waits while the socket's buffer is full (the server's
+WebSocket protocol pauses writers), at most ``ws_send_timeout`` seconds, after
+which the connection is closed (1013, ``slow reader``).
+
 Every message is rendered by the wire module (``engine/wire.py``).
 """
 
@@ -62,6 +70,7 @@ from featurestream.errors import (
 log = logging.getLogger("featurestream.api.ws")
 
 SHUTDOWN_DRAIN_SECONDS = 5.0
+SLOW_READER = "slow reader"
 
 
 class Phase(enum.Enum):
@@ -153,6 +162,8 @@ class Session:
         max_inflight: int,
         group_max_frames: int,
         stats: WebSocketStats,
+        max_selection_features: int,
+        send_timeout: float,
     ) -> None:
         self.ws = websocket
         self.engine = engine
@@ -165,6 +176,8 @@ class Session:
         self.max_inflight = max_inflight
         self._decoder: FrameDecoder | None = None
         self._group_max = group_max_frames
+        self._max_features = max_selection_features
+        self._send_timeout = send_timeout
         self._stats = stats
         self._slots = asyncio.Semaphore(max_inflight)
         self._queue: asyncio.Queue[Frame | None] = asyncio.Queue()
@@ -185,14 +198,14 @@ class Session:
         except Close as exc:
             await self._close(exc.code, exc.reason)
         except StreamNotFound as exc:
-            await self._send(error_text(exc))
+            await self._say(error_text(exc))
             await self._close(WS_1008_POLICY_VIOLATION, "unknown stream")
         except NumericallyUnstable as exc:
             # A stored state that is not finite (see the engine's load).
-            await self._send(error_text(exc))
+            await self._say(error_text(exc))
             await self._close(WS_1008_POLICY_VIOLATION, "numerically unstable state")
         except Unavailable as exc:
-            await self._send(error_text(exc))
+            await self._say(error_text(exc))
             what = "store" if isinstance(exc, StoreUnavailable) else "compute"
             await self._close(WS_1013_TRY_AGAIN_LATER, f"{what} unavailable")
         except Exception:
@@ -227,9 +240,10 @@ class Session:
             # The first message also names the connection's producer and first seq: a
             # connection that named no producer got one of its own, to resume with.
             self._last_selection = current.version
-            await self._send(
-                wire.selection_message(current, producer=self.producer, seq=self.next_seq)
+            first = wire.selection_message(
+                current, max_features=self._max_features, producer=self.producer, seq=self.next_seq
             )
+            await self._send(first)
             if self._shutdown is not None:
                 return  # shut down (or revoked) while connecting: read nothing
             self.phase = Phase.OPEN
@@ -361,30 +375,44 @@ class Session:
             if raw == RESYNC:
                 # Notifications may have been lost: the current selection covers them.
                 raw = (await self.engine.selection(self.stream_id)).document
-            await self._forward_selection(wire.parse_selection(raw))
+            version, text = wire.published_selection_message(raw, self._max_features)
+            async with self._send_lock:
+                if version > self._last_selection:
+                    self._last_selection = version
+                    await self._send_locked(text)
 
     # ------------------------------------------------------------------ sending
-
-    async def _forward_selection(self, selection: Selection) -> None:
-        async with self._send_lock:
-            await self._forward_selection_locked(selection)
 
     async def _forward_selection_locked(self, selection: Selection) -> None:
         # Notifications can arrive late or twice (our own commits, a resync): only newer ones.
         if selection.version <= self._last_selection:
             return
         self._last_selection = selection.version
-        await self._send_locked(wire.selection_message(selection))
+        await self._send_locked(wire.selection_message(selection, max_features=self._max_features))
 
     async def _send(self, text: str) -> None:
         async with self._send_lock:
             await self._send_locked(text)
 
+    async def _say(self, text: str) -> None:
+        """:meth:`_send` on the way out: a client too slow to take it is closed anyway."""
+        with suppress(Close):
+            await self._send(text)
+
     async def _send_locked(self, text: str) -> None:
         if self._client_gone:
             return
         try:
-            await self.ws.send_text(text)
+            # The send waits while the socket's buffer is full: not beyond the timeout.
+            async with asyncio.timeout(self._send_timeout):
+                await self.ws.send_text(text)
+        except TimeoutError:  # first: a TimeoutError is an OSError too
+            log.warning(
+                "closing a WebSocket on stream %r: its client read nothing for %g s",
+                self.stream_id,
+                self._send_timeout,
+            )
+            raise Close(WS_1013_TRY_AGAIN_LATER, SLOW_READER) from None
         except (WebSocketDisconnect, RuntimeError, OSError):
             # The client left; what it sent is still committed and answered on resume.
             self._client_gone = True
@@ -392,8 +420,11 @@ class Session:
     async def _close(self, code: int, reason: str) -> None:
         if self._client_gone or self.ws.application_state != WebSocketState.CONNECTED:
             return
-        with suppress(WebSocketDisconnect, RuntimeError, OSError):
-            await self.ws.close(code, reason)
+        # The close frame too waits for room in the socket's buffer; a client that
+        # still reads nothing gets none, and the session ends without it.
+        with suppress(WebSocketDisconnect, RuntimeError, OSError, TimeoutError):
+            async with asyncio.timeout(self._send_timeout):
+                await self.ws.close(code, reason)
 
 
 def _answer(result: FrameResult) -> str:
