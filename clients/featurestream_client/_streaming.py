@@ -134,6 +134,8 @@ def _feed_op(
             if feed.pending:
                 feed.receive((yield Recv(conn, recv_timeout)))
                 failures = 0
+            if feed.notice is not None:  # a selection too large for a message: read it
+                feed.announced((yield from selection_op(core.id)))
         except (ConnectionClosed, TimeoutError) as exc:
             closed = exc.rcvd if isinstance(exc, ConnectionClosed) else None
             code = closed.code if closed else None
@@ -195,6 +197,9 @@ def subscribe_op(
                 yield Close(conn)
                 conn = yield from _reconnect(path, retry)
                 new, etag = yield from _core.selected_op(stream_id)
+            elif isinstance(new, ws.SelectionNotice) and new.version > last.version:
+                # Too large a selection for a message: read it.
+                new, etag = yield from _core.selected_op(stream_id)
         if isinstance(new, Selection) and new.version > last.version:
             if new.names != last.names:
                 yield Emit(new)
@@ -215,7 +220,9 @@ def _reconnect(path: str, retry: RetryPolicy) -> Flow[Any]:
             yield Sleep(retry.delay(failures))
 
 
-def _listen(conn: Any, timeout: float | None) -> Flow[Selection | object | None]:
+def _listen(
+    conn: Any, timeout: float | None
+) -> Flow[Selection | ws.SelectionNotice | object | None]:
     from websockets.exceptions import ConnectionClosed
 
     try:

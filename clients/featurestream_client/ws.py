@@ -39,6 +39,21 @@ OnError = Literal["raise", "skip"]
 RESUMABLE_CLOSE_CODES = frozenset({None, 1000, 1001, 1006, 1011, 1012, 1013, 1014})
 
 
+@dataclass(frozen=True)
+class SelectionNotice:
+    """A selection too large for a WebSocket message (the server's
+    ``ws_selection_max_features``): its version and size; read it with ``GET /selected``."""
+
+    version: int
+    size: int
+
+
+def _notice(msg: Mapping[str, Any]) -> SelectionNotice | None:
+    if msg.get("type") == "selection" and msg.get("truncated") is True:
+        return SelectionNotice(int(msg["version"]), int(msg.get("size") or 0))
+    return None
+
+
 class WebSocketUnavailable(NotFound):
     """The server refused the WebSocket handshake (no such route, or WebSockets disabled)."""
 
@@ -152,6 +167,8 @@ class InstanceFeed:
         self.version: int | None = None
         self.instances_seen: int | None = None
         self.selection: Selection | None = None
+        # A selection announced by a notice, not yet read (with on_selected only).
+        self.notice: SelectionNotice | None = None
 
     @property
     def done(self) -> bool:
@@ -249,6 +266,17 @@ class InstanceFeed:
             self.selection = Selection.from_message(msg)
             if self.on_selected is not None:
                 self.on_selected(self.selection)
+            return
+        notice = _notice(msg)
+        if notice is not None and self.on_selected is not None:
+            self.notice = notice
+
+    def announced(self, selection: Selection) -> None:
+        """The selection of a notice, as read: handed to ``on_selected``."""
+        self.notice = None
+        self.selection = selection
+        if self.on_selected is not None:
+            self.on_selected(selection)
 
     def _split(self, frame: Frame, completed: int) -> bool:
         """Queue the rows of a frame refused as over the server's time budget, cut smaller.
@@ -282,8 +310,9 @@ class InstanceFeed:
         )
 
 
-def selection_message(message: str | bytes) -> Selection | None:
-    """The selection in a listener's message, if it carries one.
+def selection_message(message: str | bytes) -> Selection | SelectionNotice | None:
+    """The selection in a listener's message, if it carries one, or the notice of one
+    too large for a message.
 
     An ``error`` message about the connection itself (no ``seq``) is raised.
     """
@@ -298,13 +327,14 @@ def selection_message(message: str | bytes) -> Selection | None:
         raise error_from_problem(int(problem.get("status") or 400), problem)
     if "selected" in msg and "version" in msg:
         return Selection.from_message(msg)
-    return None
+    return _notice(msg)
 
 
 __all__ = [
     "RESUMABLE_CLOSE_CODES",
     "Frame",
     "InstanceFeed",
+    "SelectionNotice",
     "WebSocketUnavailable",
     "close_error",
     "handshake_error",

@@ -441,6 +441,47 @@ def test_a_selection_of_150000_features_draws_its_largest_bars_and_counts_the_re
     assert not browser.find_elements(By.CSS_SELECTOR, "#selection .error")
 
 
+def test_a_selection_announced_by_a_notice_is_read_and_shown(
+    redis_url: str, key_prefix: str, browser: WebDriver
+) -> None:
+    """Selection messages list at most 1 feature here: the page reads each larger
+    selection the server announces with GET /selected."""
+    env = {"FEATURESTREAM_WS_SELECTION_MAX_FEATURES": "1"}
+    server = ServeProcess(redis_url, key_prefix, env=env).start()
+    try:
+        url = server.url
+        X = create_feature_stream(url, "noticed")
+        post_columns(url, "noticed", {f"f{i}": X[i] for i in range(12)})
+        before = {f["name"] for f in selected(url, "noticed")["features"]}
+        assert len(before) > 1, "the test's data should select more than a message lists"
+        browser.get(url + "/ui/#stream=noticed")
+        wait(
+            browser,
+            "the selection",
+            lambda d: shown_names(d, "#selection-chart g.feature") == before,
+        )
+        wait(browser, "the WebSocket live", lambda d: d.find_element(By.ID, "live").text == "live")
+        target = wdbc()[1]
+        strong = target + 0.05 * np.random.default_rng(7).standard_normal(target.shape[0])
+        result = post_columns(url, "noticed", {"strong": strong})
+        assert result["decisions"][0]["accepted"], result
+        after = {f["name"] for f in selected(url, "noticed")["features"]}
+        assert len(after) > 1 and after != before
+        wait(
+            browser,
+            "the new selection",
+            lambda d: shown_names(d, "#selection-chart g.feature") == after,
+            timeout=LIVE_WITHIN * 3,
+        )
+        version = f"v{result['version']} · {len(after)} selected"
+        assert browser.find_element(By.ID, "selection-version").text == version
+        feed = browser.find_element(By.ID, "feed").text
+        assert f"v{result['version']}" in feed and f"({len(after)} selected)" in feed, feed
+        assert not browser.find_elements(By.CSS_SELECTOR, "#selection .error")
+    finally:
+        server.stop()
+
+
 def test_the_timeline_marks_the_versions_with_a_drift(
     server: ServeProcess, browser: WebDriver
 ) -> None:

@@ -191,6 +191,31 @@ def test_subscribe_falls_back_to_polling_without_websockets(
         assert inst.next_seq == 1  # nothing was sent
 
 
+@pytest.fixture
+def server_of_notices() -> Iterator[LiveServer]:
+    """A server whose selection messages list at most 2 features."""
+    settings = Settings(store_url="memory://", ws_selection_max_features=2)
+    server = LiveServer(settings).start()
+    yield server
+    server.stop()
+
+
+@needs_ws
+def test_selections_announced_by_a_notice_are_read(server_of_notices: LiveServer) -> None:
+    """A selection of more features than a message lists comes as a notice of its
+    version: subscribe and on_selected read it with GET /selected."""
+    with Client(server_of_notices.url, timeout=30) as c:
+        final = list(http_reference(c, 500).selected)
+        assert len(final) > 2
+        got, final = watch(c, "websocket")
+        assert got[0].names == [] and got[-1].names == final
+        assert all(g.features[0].score is not None for g in got[1:])  # as read, in full
+        s = c.create_stream("ofs", feature_names=FEATURES, params=OFS["params"])
+        seen: list[Selection] = []
+        result = s.stream_instances(X, Y, batch_size=500, on_selected=seen.append)
+        assert seen and seen[-1].names == list(result.selected) == final
+
+
 # ---------------------------------------------------------------- async
 
 

@@ -718,16 +718,29 @@ function connectSocket(cur) {
     if (msg.type !== "selection") return;
     cur.attempts = 0;
     setLive(true);
-    const before = new Set(cur.selected || []);
+    if (msg.truncated) {
+      // Too large a selection for a message: its version and size only; read it.
+      cur.selected = null;
+      coalesced(cur, refreshSelection);
+      if (selections++ > 0) {
+        feedEntry(msg.version, [el("span", { text: "selection: " }), el("span", { class: "muted", text: `(${msg.size} selected)` })]);
+      }
+      scheduleRefresh(cur);
+      return;
+    }
+    const known = cur.selected; // null after a notice: nothing to compare with
+    const before = new Set(known || []);
     const after = new Set(msg.selected);
     cur.selected = msg.selected;
     renderSelection(cur, msg.version, msg.features);
     if (selections++ > 0) {
-      const added = msg.selected.filter((n) => !before.has(n));
-      const removed = [...before].filter((n) => !after.has(n));
       const parts = [el("span", { text: "selection: " })];
-      if (added.length) parts.push(el("span", { class: "added", text: `+${added.join(", +")} ` }));
-      if (removed.length) parts.push(el("span", { class: "removed", text: `−${removed.join(", −")} ` }));
+      if (known !== null) {
+        const added = msg.selected.filter((n) => !before.has(n));
+        const removed = [...before].filter((n) => !after.has(n));
+        if (added.length) parts.push(el("span", { class: "added", text: `+${added.join(", +")} ` }));
+        if (removed.length) parts.push(el("span", { class: "removed", text: `−${removed.join(", −")} ` }));
+      }
       parts.push(el("span", { class: "muted", text: `(${msg.selected.length} selected)` }));
       feedEntry(msg.version, parts);
     }
