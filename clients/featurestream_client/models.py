@@ -6,23 +6,15 @@ stay reachable.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any, overload
+from typing import Any
 
-
-def _opt_int(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
-def _opt_float(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
-def _opt_str(value: Any) -> str | None:
-    return None if value is None else str(value)
-
+from featurestream_client._decisions import UNREAD_DECISIONS as UNREAD_DECISIONS
+from featurestream_client._decisions import Decision, segments_of
+from featurestream_client._decisions import Decisions as Decisions
+from featurestream_client._fields import opt_float, opt_int, opt_str
 
 #: How many names a summary (``repr``) shows before it counts the rest.
 SHOWN_NAMES = 8
@@ -72,14 +64,14 @@ class StreamInfo:
             kind=str(d["kind"]),
             params=dict(d.get("params") or {}),
             version=int(d["version"]),
-            n_instances=_opt_int(d.get("n_instances")),
-            n_features=_opt_int(d.get("n_features")),
-            created_at=_opt_str(d.get("created_at")),
-            updated_at=_opt_str(d.get("updated_at")),
+            n_instances=opt_int(d.get("n_instances")),
+            n_features=opt_int(d.get("n_features")),
+            created_at=opt_str(d.get("created_at")),
+            updated_at=opt_str(d.get("updated_at")),
             feature_names=None if names is None else tuple(str(n) for n in names),
             labels={str(k): str(v) for k, v in (d.get("labels") or {}).items()},
-            ttl_seconds=_opt_float(d.get("ttl_seconds")),
-            target_type=_opt_str(d.get("target_type")),
+            ttl_seconds=opt_float(d.get("ttl_seconds")),
+            target_type=opt_str(d.get("target_type")),
             classes=None if d.get("classes") is None else tuple(d["classes"]),
             raw=dict(d),
         )
@@ -121,14 +113,14 @@ class Algorithm:
             defaults=dict(d.get("defaults") or {}),
             supports_groups=bool(d.get("supports_groups", False)),
             supervised=bool(d.get("supervised", True)),
-            score_kind=_opt_str(d.get("score_kind")),
+            score_kind=opt_str(d.get("score_kind")),
             higher_is_better=bool(d.get("higher_is_better", True)),
             score_by_magnitude=bool(d.get("score_by_magnitude", False)),
             score_kind_by={
                 str(k): {str(v): str(kind) for v, kind in dict(by).items()}
                 for k, by in dict(d.get("score_kind_by") or {}).items()
             },
-            decision_score_kind=_opt_str(d.get("decision_score_kind")),
+            decision_score_kind=opt_str(d.get("decision_score_kind")),
             decision_higher_is_better=d.get("decision_higher_is_better"),
         )
 
@@ -151,179 +143,6 @@ class Algorithm:
             return (False, -v if self.higher_is_better else v)
 
         return sorted(features, key=key)
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What the selector decided about one arriving feature."""
-
-    name: str
-    accepted: bool
-    evicted: tuple[str, ...] = ()
-    reason: str | None = None
-    score: float | None = None
-    by: str | None = None
-    group: str | None = None
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> Decision:
-        return cls(
-            name=str(d["name"]),
-            accepted=bool(d["accepted"]),
-            evicted=tuple(str(e) for e in d.get("evicted") or ()),
-            reason=_opt_str(d.get("reason")),
-            score=_opt_float(d.get("score")),
-            by=_opt_str(d.get("by")),
-            group=_opt_str(d.get("group")),
-        )
-
-
-class _Unread:
-    """The decisions of one answer, kept as the answer's JSON until they are first read.
-
-    An answer of 20,000 columns parses into some 100,000 objects. Kept alive
-    for the length of an upload of a million columns, they are walked again
-    and again by the cyclic garbage collector (half a second on a news20-sized
-    upload), and take several times the memory of the text they came from.
-    """
-
-    __slots__ = ("content", "count", "parse")
-
-    def __init__(self, content: bytes, count: int, parse: Callable[[bytes], Any]) -> None:
-        # ``parse``: a module-level function, so that a result still pickles.
-        self.content = content
-        self.count = count
-        self.parse = parse
-
-    def items(self) -> list[Any]:
-        # The same bytes parse to the same ``count`` decisions as on arrival.
-        return list(self.parse(self.content).get("decisions") or ())
-
-
-_Segment = list[Any] | _Unread
-
-#: Answers with at least this many decisions keep them as text until read.
-UNREAD_DECISIONS = 1000
-
-
-class Decisions(Sequence[Decision]):
-    """The decisions of a features write, in the order sent: a read-only sequence.
-
-    A large upload brings one decision per column (100,000 for a dorothea-sized
-    matrix), most of them never looked at one by one: the decisions of a large
-    answer stay its JSON text until the sequence is first read (its length
-    aside), and each :class:`Decision` is built from the server's JSON when it
-    is first read. It compares equal to any sequence of the same decisions (a
-    tuple, a list).
-    """
-
-    __slots__ = ("_built", "_count", "_items_read", "_unread")
-
-    def __init__(self, raw: Sequence[Any] = ()) -> None:
-        # Items are the server's JSON objects, or Decisions already built; those
-        # built on reading are kept by position (none at first: no step per item).
-        self._items_read: list[Any] = list(raw)
-        self._built: dict[int, Decision] = {}
-        # Segments not read yet (None once read), and how many items they hold.
-        self._unread: list[_Segment] | None = None
-        self._count = len(self._items_read)
-
-    @classmethod
-    def unread(cls, content: bytes, count: int, parse: Callable[[bytes], Any]) -> Decisions:
-        """The ``count`` decisions of the answer ``content``, parsed when first read."""
-        return cls._joined([_Unread(content, count, parse)])
-
-    @classmethod
-    def _joined(cls, segments: Iterable[_Segment]) -> Decisions:
-        parts = [s for s in segments if isinstance(s, _Unread) or s]
-        if not any(isinstance(s, _Unread) for s in parts):
-            return cls(list(chain.from_iterable(s for s in parts if not isinstance(s, _Unread))))
-        new = cls()
-        new._unread = parts
-        new._count = sum(s.count if isinstance(s, _Unread) else len(s) for s in parts)
-        return new
-
-    @property
-    def _raw(self) -> list[Any]:
-        segments = self._unread
-        if segments is not None:
-            self._items_read = list(
-                chain.from_iterable(s.items() if isinstance(s, _Unread) else s for s in segments)
-            )
-            self._unread = None
-        return self._items_read
-
-    def _segments(self) -> list[_Segment]:
-        """The items as segments, for building another sequence: do not change them."""
-        if self._unread is not None:
-            return self._unread
-        return [self._items()]
-
-    def _at(self, i: int) -> Decision:
-        d = self._built.get(i)
-        if d is None:
-            x = self._raw[i]
-            d = self._built[i] = x if isinstance(x, Decision) else Decision.from_json(x)
-        return d
-
-    def __len__(self) -> int:
-        return self._count
-
-    @overload
-    def __getitem__(self, i: int) -> Decision: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> Decisions: ...
-
-    def __getitem__(self, i: int | slice) -> Decision | Decisions:
-        if isinstance(i, slice):
-            return Decisions([self._at(k) for k in range(*i.indices(self._count))])
-        return self._at(range(self._count)[i])
-
-    def __iter__(self) -> Iterator[Decision]:
-        for i in range(self._count):
-            yield self._at(i)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, str):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))
-
-    def __add__(self, other: Sequence[Decision]) -> Decisions:
-        return Decisions._joined([*self._segments(), *_segments_of(other)])
-
-    def __radd__(self, other: Sequence[Decision]) -> Decisions:
-        return Decisions._joined([*_segments_of(other), *self._segments()])
-
-    def _items(self) -> list[Any]:
-        """The items (JSON objects or Decisions), for building another sequence: do not change."""
-        raw = self._raw
-        if not self._built:
-            return raw
-        built = self._built
-        return [built.get(i, r) for i, r in enumerate(raw)]
-
-    def names(self, accepted: bool | None = None) -> list[str]:
-        """The features' names (only the accepted, or only the rejected ones, if asked)."""
-        out = []
-        for r in self._raw:
-            if isinstance(r, Decision):
-                name, ok = r.name, r.accepted
-            else:
-                name, ok = str(r["name"]), bool(r["accepted"])
-            if accepted is None or ok == accepted:
-                out.append(name)
-        return out
-
-    def __repr__(self) -> str:
-        return f"Decisions({len(self)} decisions)"
-
-
-def _segments_of(seq: Sequence[Decision]) -> list[_Segment]:
-    return seq._segments() if isinstance(seq, Decisions) else [list(seq)]
 
 
 @dataclass(frozen=True)
@@ -379,7 +198,7 @@ class FeaturesResult:
         return FeaturesResult(
             version=parts[-1].version,
             decisions=Decisions._joined(
-                chain.from_iterable(_segments_of(p.decisions) for p in parts)
+                chain.from_iterable(segments_of(p.decisions) for p in parts)
             ),
             selected=parts[-1].selected,
             seqs=tuple(s for p in parts for s in p.seqs),
@@ -499,12 +318,10 @@ class Selection:
         return cls(
             version=int(d["version"]),
             features=tuple(
-                SelectedFeature(
-                    str(f["name"]), _opt_float(f.get("score")), _opt_str(f.get("group"))
-                )
+                SelectedFeature(str(f["name"]), opt_float(f.get("score")), opt_str(f.get("group")))
                 for f in d.get("features") or ()
             ),
-            updated_at=_opt_str(d.get("updated_at")),
+            updated_at=opt_str(d.get("updated_at")),
         )
 
     @classmethod
@@ -513,7 +330,7 @@ class Selection:
         if isinstance(d.get("features"), list):
             return cls.from_json(d)
         features = tuple(SelectedFeature(str(name)) for name in d.get("selected") or ())
-        return cls(int(d["version"]), features, _opt_str(d.get("updated_at")))
+        return cls(int(d["version"]), features, opt_str(d.get("updated_at")))
 
 
 @dataclass(frozen=True)
@@ -535,10 +352,10 @@ class Event:
             id=str(d["id"]),
             version=int(d["version"]),
             type=str(d["type"]),
-            seq=_opt_int(d.get("seq")),
-            producer=_opt_str(d.get("producer")),
+            seq=opt_int(d.get("seq")),
+            producer=opt_str(d.get("producer")),
             names=tuple(str(n) for n in d.get("names") or ()),
-            reason=_opt_str(d.get("reason")),
+            reason=opt_str(d.get("reason")),
             raw=dict(d),
         )
 
@@ -554,7 +371,7 @@ class EventPage:
     def from_json(cls, d: Mapping[str, Any]) -> EventPage:
         return cls(
             events=tuple(Event.from_json(e) for e in d.get("events") or ()),
-            next=_opt_str(d.get("next")),
+            next=opt_str(d.get("next")),
         )
 
 
