@@ -4,9 +4,13 @@ A stream's ``drift`` (``none``, ``page_hinkley`` or ``adwin``) watches one
 number per instance or per batch (docs/algorithms.md, "Drift detectors"):
 
 * a selector that predicts before it learns (OFS, FIRES) gives the 0/1 error
-  of each instance it learns (``InstanceUpdate.hits``);
+  of each instance it learns (``InstanceUpdate.hits``): a drift is a rise;
 * any other (FSDS, NRFS, kbest) gives, once per batch, its selection's total
-  score.
+  score: a drift is a fall.
+
+Only a change for the worse counts: the error that falls while a model learns
+(after a start or a reset), or a score that grows as statistics accumulate,
+is no drift, so a reset does not set off the next one.
 
 A detection is a :class:`Detection`: the instance count it happened at, the
 detector's statistic, and the features whose scores moved most since the
@@ -31,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from featurestream.selectors.decisions import InstanceUpdate, SelectedFeature
 from featurestream.selectors.params import StrOptions
-from featurestream.stats.drift import DETECTORS, Detector
+from featurestream.stats.drift import ADWIN, DETECTORS, Detector, PageHinkley
 
 if TYPE_CHECKING:
     from featurestream.selectors.base import InstanceSelector, Matrix, Vector
@@ -80,7 +84,10 @@ class Watch:
         """The plain tuple kept in the selector's state."""
         return (self.state, self.scores, self.offset)
 
-    def rebuilt(self) -> Detector:
+    def rebuilt(self, worse: str = "both") -> Detector:
+        """The detector, counting changes in the direction ``worse`` ("up", "down")."""
+        if self.detector == PageHinkley.name:
+            return PageHinkley.from_state(self.state, mode=worse)
         return DETECTORS[self.detector].from_state(self.state)
 
 
@@ -109,21 +116,30 @@ def signal(update: InstanceUpdate, selected: Sequence[SelectedFeature]) -> list[
 
 
 def observe(
-    watch: Watch, values: Sequence[float], *, first_only: bool = False
+    watch: Watch, values: Sequence[float], *, worse: str = "both", first_only: bool = False
 ) -> tuple[Watch, list[tuple[int, float]]]:
     """Feed ``values``; the watch after them and its detections as (index, statistic).
 
-    With ``first_only`` the feeding stops at the first detection (the values after
-    it are not seen: the caller learns them again after a reset).
+    Only a change in the direction ``worse`` counts ("up": a rise, "down": a fall,
+    "both"); the detector restarts after a change either way. With ``first_only``
+    the feeding stops at the first detection (the values after it are not seen:
+    the caller learns them again after a reset).
     """
-    detector = watch.rebuilt()
+    detector = watch.rebuilt(worse)
     found: list[tuple[int, float]] = []
     for i, x in enumerate(values):
-        if detector.update(float(x)):
+        if detector.update(float(x)) and _counts(detector, worse):
             found.append((i, detector.statistic))
             if first_only:
                 break
     return replace(watch, state=detector.to_state()), found
+
+
+def _counts(detector: Detector, worse: str) -> bool:
+    """Whether a detection is a change in the direction ``worse``."""
+    if isinstance(detector, ADWIN) and worse != "both":
+        return detector.rising == (worse == "up")
+    return True
 
 
 def scores_of(selected: Sequence[SelectedFeature]) -> tuple[tuple[str, float], ...]:
@@ -175,8 +191,10 @@ def learn_watched(
         last = dict(watch.scores)
         part = learn(X[pos:], None if y is None else y[pos:], pos)
         values = signal(part, sel.selected_features())
-        watch, hits = observe(watch, values, first_only=reset)
         per_instance = part.hits is not None
+        # A drift makes things worse: the error rises, or the selection's score falls.
+        worse = "up" if per_instance else "down"
+        watch, hits = observe(watch, values, worse=worse, first_only=reset)
         if reset and hits and per_instance and hits[0][0] + 1 < part.instances:
             # The detection is inside the batch: learn up to it only.
             sel.state = snap

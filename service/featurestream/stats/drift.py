@@ -29,13 +29,14 @@ State = tuple[Any, ...]
 
 @dataclass
 class PageHinkley:
-    """Two-sided Page-Hinkley test on the deviations from the running mean.
+    """Page-Hinkley test on the deviations from the running mean.
 
     Each value x updates the mean m of the values so far; with the forgetting
     factor ``alpha``, ``up = alpha up + (x - m) - delta`` and ``down = alpha
     down + (x - m) + delta``. Once ``min_instances`` values are seen, a drift
-    is detected when ``up - min(up)`` or ``max(down) - down`` exceeds
-    ``threshold``; the larger of the two is the :attr:`statistic`.
+    is detected when ``up - min(up)`` (a rise) or ``max(down) - down`` (a fall)
+    exceeds ``threshold``; the larger of the two is the :attr:`statistic`. With
+    ``mode`` "up" only a rise counts, with "down" only a fall (River's modes).
 
     >>> ph = PageHinkley(threshold=5.0, min_instances=3)
     >>> [i for i, x in enumerate([0.0] * 10 + [3.0] * 10) if ph.update(x)]
@@ -50,6 +51,8 @@ class PageHinkley:
     threshold: float = 50.0
     min_instances: int = 30
     alpha: float = 1.0 - 0.0001
+    # Which changes count (River's ``mode``): "up" a rise, "down" a fall, "both" either.
+    mode: str = "both"
     n: int = 0
     mean: float = 0.0
     up: float = 0.0
@@ -71,7 +74,9 @@ class PageHinkley:
         self.max_down = max(self.max_down, self.down)
         if self.n < self.min_instances:
             return False
-        self.statistic = max(self.up - self.min_up, self.max_down - self.down)
+        rise = self.up - self.min_up if self.mode != "down" else -math.inf
+        fall = self.max_down - self.down if self.mode != "up" else -math.inf
+        self.statistic = max(rise, fall)
         if self.statistic > self.threshold:
             self.restart()
             return True
@@ -133,6 +138,8 @@ class ADWIN:
     # rows[r]: the buckets of 2^r values, oldest first, each (total, variance).
     rows: list[list[tuple[float, float]]] = field(default_factory=list)
     statistic: float = 0.0
+    # At the last detection: whether the newer part's mean was the higher (not stored).
+    rising: bool = False
 
     def update(self, x: float) -> bool:
         """Add one value; True when it completes a detection (the window then restarts)."""
@@ -191,6 +198,7 @@ class ADWIN:
                 m = 1.0 / (n0 - low) + 1.0 / (n1 - low)
                 if gap > math.sqrt(2.0 * m * v * dd) + 2.0 / 3.0 * dd * m:
                     self.statistic = gap
+                    self.rising = u1 / n1 > u0 / n0
                     return True
         return False
 

@@ -39,6 +39,8 @@ def _river_detections(detector: object, values: list[float]) -> list[int]:
 CONFIGS = [
     ("page_hinkley", {}),
     ("page_hinkley", {"threshold": 10.0, "min_instances": 5}),
+    ("page_hinkley", {"threshold": 10.0, "mode": "up"}),
+    ("page_hinkley", {"threshold": 10.0, "mode": "down"}),
     ("adwin", {}),
     ("adwin", {"clock": 4}),
 ]
@@ -47,7 +49,7 @@ RIVER = {"page_hinkley": river_drift.PageHinkley, "adwin": river_drift.ADWIN}
 
 @pytest.mark.parametrize(("name", "params"), CONFIGS)
 def test_same_detection_indices_as_river_on_20_seeded_sequences(
-    name: str, params: dict[str, float]
+    name: str, params: dict[str, float | str]
 ) -> None:
     total = 0
     for seed in range(20):
@@ -73,6 +75,20 @@ def test_page_hinkley_by_hand() -> None:
 def test_page_hinkley_detects_a_fall_too() -> None:
     ph = PageHinkley(delta=0.0, alpha=1.0, threshold=1.5, min_instances=1)
     assert [ph.update(x) for x in (0.0, 0.0, -3.0)] == [False, False, True]
+
+
+def test_page_hinkley_modes_count_one_direction() -> None:
+    for mode, rise, fall in (("up", True, False), ("down", False, True)):
+        ph = PageHinkley(delta=0.0, alpha=1.0, threshold=1.5, min_instances=1, mode=mode)
+        assert [ph.update(x) for x in (0.0, 0.0, 3.0)][-1] is rise
+        ph = PageHinkley(delta=0.0, alpha=1.0, threshold=1.5, min_instances=1, mode=mode)
+        assert [ph.update(x) for x in (0.0, 0.0, -3.0)][-1] is fall
+
+
+def test_adwin_says_which_way_the_mean_moved() -> None:
+    up, down = ADWIN(clock=1), ADWIN(clock=1)
+    assert detections(up, [0.0] * 100 + [1.0] * 50) and up.rising
+    assert detections(down, [1.0] * 100 + [0.0] * 50) and not down.rising
 
 
 def test_page_hinkley_waits_for_min_instances() -> None:
