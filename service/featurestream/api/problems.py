@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.routing import Match
 
+from featurestream.api.schemas import is_input_model
 from featurestream.api.tenancy import public_id
 from featurestream.engine import Problem, wire
 from featurestream.errors import FeatureStreamError, Unauthorized, Unavailable
@@ -96,7 +97,11 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(ValidationError)
     async def _pv(request: Request, exc: ValidationError) -> JSONResponse:
-        return validation_problem(list(exc.errors()))
+        if is_input_model(exc.title):
+            return validation_problem(list(exc.errors()))
+        # A document the server built itself does not validate: the server's fault.
+        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        return problem(500, "internal-error", "Internal error", "An unexpected error occurred.")
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -111,7 +111,21 @@ TargetType = Literal["auto", "continuous", "binary", "multiclass"]
 
 
 class _In(BaseModel):
+    """A document a client sends (a request body, a WebSocket frame): what fails to
+    validate against one of these is the client's (422); against any other model, the
+    server's own (500)."""
+
     model_config = ConfigDict(extra="forbid")
+
+
+def is_input_model(title: str) -> bool:
+    """Whether ``title`` (a pydantic ``ValidationError``'s) names a document a client sends."""
+    pending, names = list(_In.__subclasses__()), set()
+    while pending:
+        cls = pending.pop()
+        names.add(cls.__name__)
+        pending += cls.__subclasses__()
+    return title in names
 
 
 class StreamCreate(_In):
@@ -446,4 +460,5 @@ __all__ = [
     "StreamCreate",
     "StreamPublic",
     "StreamsPublic",
+    "is_input_model",
 ]
