@@ -5,8 +5,7 @@ Every reader validates before anything is applied, and none ever unpickles.
 Nothing a body merely declares is trusted: an .npy header's shape must match
 the bytes that follow it exactly (so reading allocates no more than the body
 holds), and a declared shape is checked against the limits (:class:`Bounds`)
-before anything is allocated. Sparse ``.npz`` archives are read by ``npz.py``
-(:func:`load_sparse_instances` here is the instances' entry to it);
+before anything is allocated. Sparse ``.npz`` archives are read by ``npz.py``;
 :func:`decoded_size` tells what a body may inflate to, :func:`split_labels`
 splits instances from their labels.
 
@@ -291,15 +290,6 @@ def decoded_size(data: bytes) -> int:
         return len(data)
 
 
-def load_sparse_instances(data: bytes, bounds: Bounds) -> Any:
-    """A sparse batch of instances (``scipy.sparse.save_npz``, m x d) as a CSR matrix."""
-    # Imported here: npz.py reads the archive's members with this module's .npy reader.
-    from featurestream.api.npz import load_npz
-
-    M, _ = load_npz(data, bounds)
-    return M.tocsr()
-
-
 # --------------------------------------------------------------------------- labels
 
 
@@ -332,7 +322,6 @@ __all__ = [
     "decoded_size",
     "load_npy",
     "load_npy_frame",
-    "load_sparse_instances",
     "npy_header",
     "npy_view",
     "read_npy",

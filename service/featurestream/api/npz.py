@@ -279,4 +279,16 @@ def npz_names(data: bytes, count: int, max_bytes: int = 1 << 30) -> list[str] | 
         archive.close()
 
 
-__all__ = ["NAMES_MEMBER", "load_npz", "load_npz_columns", "npz_names"]
+def load_sparse_instances(data: bytes, bounds: Bounds) -> Any:
+    """A sparse batch of instances (``scipy.sparse.save_npz``, m x d) as a CSR matrix."""
+    M, _ = load_npz(data, bounds)
+    return M.tocsr()
+
+
+__all__ = [
+    "NAMES_MEMBER",
+    "load_npz",
+    "load_npz_columns",
+    "load_sparse_instances",
+    "npz_names",
+]

@@ -31,14 +31,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from featurestream.selectors.decisions import InstanceUpdate, SelectedFeature
 from featurestream.selectors.params import StrOptions
 from featurestream.stats.drift import ADWIN, DETECTORS, Detector, PageHinkley
 
-if TYPE_CHECKING:
-    from featurestream.selectors.base import InstanceSelector, Matrix, Vector
+# An instance selector (selectors/base.py, which imports this module) and its rows.
+Selector = Any
+Matrix = npt.NDArray[np.float64]
+Vector = npt.NDArray[np.float64]
 
 DRIFT = ("none", *DETECTORS)
 ON_DRIFT = ("log", "reset")
@@ -164,12 +169,10 @@ def moved(before: Mapping[str, float], after: Mapping[str, float]) -> list[dict[
     ]
 
 
-Learn = Callable[["Matrix", "Vector | None", int], InstanceUpdate]
+Learn = Callable[[Matrix, Vector | None, int], InstanceUpdate]
 
 
-def learn_watched(
-    sel: InstanceSelector[Any, Any], X: Matrix, y: Vector | None, learn: Learn
-) -> InstanceUpdate:
+def learn_watched(sel: Selector, X: Matrix, y: Vector | None, learn: Learn) -> InstanceUpdate:
     """Learn a validated batch under the stream's drift watch.
 
     ``learn(X, y, start)`` learns rows as the selector does without a watch
@@ -215,7 +218,7 @@ def learn_watched(
     return InstanceUpdate.joined(parts, before != sel.selected(), tuple(found))
 
 
-def restarted(sel: InstanceSelector[Any, Any]) -> Any:
+def restarted(sel: Selector) -> Any:
     """The state a reset gives: the selector's initial state over the same features,
     keeping the stream's target type and prequential record."""
     s = sel.state

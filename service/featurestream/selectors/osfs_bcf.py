@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -29,9 +29,6 @@ from featurestream.stats.discrete import (
 from featurestream.stats.finite import require_finite
 from featurestream.stats.fisher_z import FisherZResult, fisher_z_from_correlation
 
-if TYPE_CHECKING:
-    from featurestream.selectors.osfs import OSFSState, _OSFSBase
-
 
 class BCF:
     """BCF while a batch is decided: private working copies, mutated in place.
@@ -41,7 +38,9 @@ class BCF:
     column of the batch), since names need not be unique across requests.
     """
 
-    def __init__(self, sel: _OSFSBase, state: OSFSState) -> None:
+    def __init__(self, sel: Any, state: Any) -> None:
+        # ``sel``: the OSFS or Fast-OSFS selector deciding the batch; ``state`` its state
+        # before it (typed loosely: osfs.py imports this module).
         self.sel = sel
         self.done = 0  # columns of the batch complete
         self.names: list[str] = list(state.selected)
@@ -130,7 +129,7 @@ class BCF:
             )
             if not res.testable:
                 self.untestable += 1
-                return p.untestable == "independent"
+                return bool(p.untestable == "independent")
             return res.independent
         # One test per target column (docs/algorithms.md, "Targets"): with K class
         # indicators, K tests at alpha / K; independent iff none rejects. The K
@@ -193,13 +192,13 @@ class BCF:
             return False
         n = sel.n_instances
         if not sel.discrete:
-            return n - k - 3 <= 0
+            return bool(n - k - 3 <= 0)
         if must_contain is None:
             fewest = sorted(self.levels[b] for b in pool)[:k]
         else:
             fewest = [self.levels[must_contain], *sorted(self.levels[b] for b in pool)[: k - 1]]
         df = degrees_of_freedom(self.levels[x], sel._y_levels, fewest)
-        return n < MIN_ROWS_PER_DF * df
+        return bool(n < MIN_ROWS_PER_DF * df)
 
     def _skip_untestable(self, pool: int, lo: int, hi: int) -> None:
         """Count the sets of sizes lo..hi drawn from ``pool`` members as untestable tests."""

@@ -8,7 +8,7 @@ import numpy as np
 from fastapi import APIRouter, Request, Response
 
 from featurestream import offload
-from featurestream.api import arrays, bodies, jsonbodies
+from featurestream.api import arrays, bodies, jsonbodies, npz
 from featurestream.api.deps import AUTHENTICATED, EngineDep, StreamIdPath
 from featurestream.api.routes.features import WRITE_HEADERS, WRITE_RESPONSES, _body_doc, written
 from featurestream.api.schemas import InstancesAppended
@@ -37,7 +37,7 @@ async def add_instances(stream_id: StreamIdPath, request: Request, engine: Engin
             if kind == bodies.NPY_MEDIA_TYPE:
                 A = arrays.load_npy(body, bounds)
             else:
-                A = arrays.load_sparse_instances(body, bounds)
+                A = npz.load_sparse_instances(body, bounds)
             # Splitting off the labels copies the matrix: beside the loop, too.
             X, y = arrays.split_labels(A, label == "last", "With X-Label-Column: last, the body")
             return (np.ascontiguousarray(X) if isinstance(X, np.ndarray) else X), y

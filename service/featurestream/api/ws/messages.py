@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from featurestream import offload
-from featurestream.api import arrays, jsonbodies
+from featurestream.api import arrays, jsonbodies, npz
 from featurestream.engine import Frame, wire
 from featurestream.errors import (
     FeatureStreamError,
@@ -72,7 +72,7 @@ class FrameDecoder:
             data = message.get("bytes")
             if data is not None:
                 if data[:2] == b"PK":  # a zip: a sparse frame (scipy.sparse.save_npz)
-                    A = arrays.load_sparse_instances(data, self.bounds)
+                    A = npz.load_sparse_instances(data, self.bounds)
                     X, y = arrays.split_labels(A, self.supervised, "A binary frame")
                     return Frame(seq, X, y)
                 return self._npy(data, seq)
