@@ -75,7 +75,7 @@ def test_sdk_reads_history_selection_at_a_version_and_stability(server: ServePro
         assert list(stream.history(after_version=moved[0])) == list(history)[1:]
 
         frame = history.to_frame()
-        assert list(frame.columns) == ["version", "at", "added", "removed", "size"]
+        assert list(frame.columns) == ["version", "at", "added", "removed", "size", "drifts"]
         assert frame["version"].tolist() == moved
         assert str(frame["at"].dt.tz) == "UTC"
         assert frame["at"].is_monotonic_increasing

@@ -45,6 +45,18 @@ def test_warm_kernels_loads_the_read_only_specialisations() -> None:
     assert len(_ofs_kernel._standardise.signatures) == before
 
 
+def _once_listening(url: str, within: float = 5.0) -> httpx.Response:
+    """GET ``url`` as soon as the server listens (at most ``within`` seconds from now)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            return httpx.get(url, timeout=10)
+        except httpx.ConnectError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 def test_a_server_warms_its_kernels_in_the_background_and_serves_meanwhile() -> None:
     port = free_port()
     env = {**os.environ, "FEATURESTREAM_WARM_KERNELS": "true"}
@@ -67,8 +79,9 @@ def test_a_server_warms_its_kernels_in_the_background_and_serves_meanwhile() -> 
                 break
             seen.append(line)
             if not answered and "serving on store" in line:
-                # Start-up does not wait for the kernels: the server answers at once.
-                r = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10)
+                # Start-up does not wait for the kernels: the server answers at once (the
+                # line comes as the app starts, just before uvicorn listens).
+                r = _once_listening(f"http://127.0.0.1:{port}/healthz")
                 answered = r.status_code == 200
                 # Not ready until the kernels are loaded: /readyz says so meanwhile.
                 ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10)
