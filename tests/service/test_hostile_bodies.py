@@ -272,3 +272,21 @@ def test_a_lone_surrogate_in_a_create_body_is_a_422_that_quotes_it(
     doc = assert_problem(r, (422,))
     assert "\\ud" in doc["detail"], doc  # quoted as its escape, not dropped
     alive(server)
+
+
+def test_a_label_beyond_float64_is_a_422(server: ServeProcess) -> None:
+    # Found by the long body fuzz: an integer label of 400 digits overflowed float() in
+    # the label check and was answered 500.
+    huge = b"1" + b"0" * 400
+    before = httpx.get(server.url + "/v1/streams/o/status", timeout=10).json()
+    for path, body in (
+        ("/v1/streams/o/instances", b'{"X": [[1.0, 2.0, 3.0]], "y": [' + huge + b"]}"),
+        ("/v1/streams", b'{"algorithm": "saola", "target": [1, ' + huge + b"]}"),
+    ):
+        r = httpx.post(
+            server.url + path, content=body, headers={"content-type": "application/json"}
+        )
+        doc = assert_problem(r, (422,))
+        assert "label" in doc["detail"], doc
+    assert httpx.get(server.url + "/v1/streams/o/status", timeout=10).json() == before
+    alive(server)

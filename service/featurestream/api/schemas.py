@@ -84,7 +84,10 @@ def _label(v: Any) -> float | str:
             raise ValueError(f"a label is 1 to {NAME_MAX_LENGTH} characters")
         return v
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return float(v)
+        try:
+            return float(v)
+        except OverflowError:  # an integer beyond float64
+            raise ValueError("a label is a number within float64's range") from None
     raise ValueError("a label is a number or a string")
 
 
