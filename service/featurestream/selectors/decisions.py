@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 
 class Reason(enum.StrEnum):
@@ -88,9 +91,9 @@ class InstanceUpdate:
     predictions: tuple[int, ...] = ()
     mistakes: int = 0
     selection_changed: bool = False
-    # Whether each instance was predicted right, for a selector that predicts
-    # before it learns (None for the others): the drift watch's signal.
-    hits: tuple[bool, ...] | None = None
+    # Whether each instance was predicted right (a bool array), for a selector that
+    # predicts before it learns (None for the others): the drift watch's signal.
+    hits: npt.NDArray[np.bool_] | None = field(default=None, compare=False)
     # The drift watch's detections in this batch (selectors/drift.py, Detection).
     drifts: tuple[Any, ...] = ()
 
@@ -99,14 +102,14 @@ class InstanceUpdate:
         cls, parts: Sequence[InstanceUpdate], changed: bool, drifts: tuple[Any, ...] = ()
     ) -> InstanceUpdate:
         """One batch's update from those of its parts, in order."""
-        hits = [part.hits for part in parts]
+        hits = [part.hits for part in parts if part.hits is not None]
         return cls(
             instances=sum(part.instances for part in parts),
             instances_seen=parts[-1].instances_seen,
             predictions=tuple(p for part in parts for p in part.predictions),
             mistakes=sum(part.mistakes for part in parts),
             selection_changed=changed,
-            hits=None if None in hits else tuple(h for part in hits for h in part or ()),
+            hits=np.concatenate(hits) if len(hits) == len(parts) else None,
             drifts=drifts,
         )
 

@@ -116,7 +116,8 @@ def signal(update: InstanceUpdate, selected: Sequence[SelectedFeature]) -> list[
     """The values a learnt batch feeds the detector, in order: one 0/1 error per
     instance of a predicting selector, else the selection's total score."""
     if update.hits is not None:
-        return [0.0 if hit else 1.0 for hit in update.hits]
+        errors: list[float] = np.where(update.hits, 0.0, 1.0).tolist()
+        return errors
     return [float(sum(f.score or 0.0 for f in selected))] if update.instances else []
 
 

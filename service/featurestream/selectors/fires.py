@@ -341,7 +341,7 @@ class FIRES(InstanceSelector[FIRESParams, FIRESState]):
             instances=n_b,
             instances_seen=self.state.instances_seen,
             selection_changed=not np.array_equal(before, after),
-            hits=tuple(np.asarray(hits, dtype=np.bool_).tolist()),
+            hits=np.asarray(hits, dtype=np.bool_),
         )
 
 

@@ -419,7 +419,7 @@ class OFS(InstanceSelector[OFSParams, OFSState]):
             predictions=tuple(np.where(preds == 0, 1, preds).tolist()),
             mistakes=mistakes,
             selection_changed=not np.array_equal(before, after),
-            hits=tuple(hits.tolist()),
+            hits=hits,
         )
 
     def _kernel(

@@ -63,7 +63,7 @@ def test_a_watch_rebuilt_from_its_state_goes_on_as_the_uninterrupted_one() -> No
 
 
 def test_a_predicting_selector_gives_its_errors_and_any_other_its_total_score() -> None:
-    predicted = InstanceUpdate(instances=2, instances_seen=5, hits=(False, True))
+    predicted = InstanceUpdate(instances=2, instances_seen=5, hits=np.array([False, True]))
     assert signal(predicted, ()) == [1.0, 0.0]
     top = (SelectedFeature("a", 0.5), SelectedFeature("b", 0.25))
     assert signal(InstanceUpdate(instances=4, instances_seen=4), top) == [0.75]
